@@ -1,0 +1,2 @@
+"""copyprof: a trace-driven copy-cost profiler for LLM serving."""
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from copyprof.cli import main
+
+main()

@@ -1,0 +1,38 @@
+"""Entry point: the click group and the mapping of CopyprofError to one-line errors."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from copyprof import __version__
+from copyprof.errors import CopyprofError
+
+
+@click.group()
+@click.version_option(__version__, prog_name="copyprof")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Trace-driven copy-cost profiler for LLM serving."""
+    ctx.obj = {"debug": debug}
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv[1:]
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("copyprof: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except CopyprofError as exc:
+        if debug:
+            raise
+        click.echo(f"copyprof: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("copyprof: interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,203 @@
+"""The one event table every reader produces.
+
+Every trace format (Kineto JSON, rocprofv3 CSV/JSON/rocpd, Nsight Systems SQLite) is turned
+into the same columnar table so that the analysis never knows where an event came from.
+
+Why columnar and interned: traces reach gigabytes. Readers append plain scalars to per-column
+Python lists (no dict or object per event) and intern names to integer codes; the table is
+then a pandas DataFrame whose ``name`` column is a Categorical (one copy of each string).
+
+Columns (dtype; missing value):
+
+=============== ========= =====================================================================
+kind            category  kernel | memcpy | memset | runtime | annotation | cpu_op
+name            category  kernel / op / annotation name as the trace spells it
+on_gpu          bool      True for device-timeline events (kernels, copies, GPU annotations)
+rank            int32     distributed rank the file belongs to (0 when unknown)
+device          int32     GPU index (-1 for host events / unknown)
+stream          int64     GPU stream or queue; for host events the OS thread id (-1 unknown)
+start_ns        int64     start time in ns, in the file's own clock
+dur_ns          int64     duration in ns (>= 0)
+correlation     int64     launch correlation id joining a runtime call to its GPU work (-1)
+external_id     int64     Kineto "External id" linking to CPU ops (-1)
+bytes           int64     bytes moved by a copy / memset (-1 unknown)
+bytes_src       category  where ``bytes`` came from: event | runtime | grid | none
+grid_x..z       int32     launch grid in blocks (workgroups) (-1); see ``grid_unit`` in meta
+block_x..z      int32     block / workgroup size in threads (-1)
+graph_id        int64     CUDA/HIP graph id when the trace records it (-1)
+graph_node_id   int64     graph node id (-1)
+copy_dir        category  memcpy direction: DtoD, PtoP, HtoD, DtoH, HtoH, ... ("" otherwise)
+=============== ========= =====================================================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op")
+BYTES_SOURCES: tuple[str, ...] = ("none", "event", "runtime", "grid")
+
+_INT_COLUMNS: dict[str, str] = {
+    "rank": "int32",
+    "device": "int32",
+    "stream": "int64",
+    "start_ns": "int64",
+    "dur_ns": "int64",
+    "correlation": "int64",
+    "external_id": "int64",
+    "bytes": "int64",
+    "grid_x": "int32",
+    "grid_y": "int32",
+    "grid_z": "int32",
+    "block_x": "int32",
+    "block_y": "int32",
+    "block_z": "int32",
+    "graph_id": "int64",
+    "graph_node_id": "int64",
+}
+COLUMNS: tuple[str, ...] = (
+    "kind", "name", "on_gpu", *_INT_COLUMNS, "bytes_src", "copy_dir",
+)
+
+
+class EventTableBuilder:
+    """Accumulates events column by column; names are interned to integer codes.
+
+    ``add`` takes plain scalars (use -1 for unknown integers) so a reader never builds a
+    per-event dict. ``extend_columns`` lets a reader hand over whole arrays (SQLite / CSV).
+    """
+
+    __slots__ = ("_names", "_codes", "_cols", "rank")
+
+    def __init__(self, rank: int = 0) -> None:
+        self.rank = rank
+        self._names: dict[str, int] = {}
+        self._codes: list[int] = []
+        self._cols: dict[str, list[Any]] = {c: [] for c in COLUMNS if c != "name"}
+
+    def intern(self, name: str) -> int:
+        code = self._names.get(name)
+        if code is None:
+            code = self._names[name] = len(self._names)
+        return code
+
+    def __len__(self) -> int:
+        return len(self._codes)
+
+    def add(
+        self,
+        kind: str,
+        name: str,
+        start_ns: int,
+        dur_ns: int,
+        *,
+        on_gpu: bool,
+        device: int = -1,
+        stream: int = -1,
+        correlation: int = -1,
+        external_id: int = -1,
+        bytes_: int = -1,
+        bytes_src: str = "none",
+        grid: tuple[int, int, int] = (-1, -1, -1),
+        block: tuple[int, int, int] = (-1, -1, -1),
+        graph_id: int = -1,
+        graph_node_id: int = -1,
+        copy_dir: str = "",
+    ) -> None:
+        c = self._cols
+        self._codes.append(self.intern(name))
+        c["kind"].append(kind)
+        c["on_gpu"].append(on_gpu)
+        c["rank"].append(self.rank)
+        c["device"].append(device)
+        c["stream"].append(stream)
+        c["start_ns"].append(start_ns)
+        c["dur_ns"].append(dur_ns)
+        c["correlation"].append(correlation)
+        c["external_id"].append(external_id)
+        c["bytes"].append(bytes_)
+        c["bytes_src"].append(bytes_src if bytes_ >= 0 else "none")
+        c["grid_x"].append(grid[0])
+        c["grid_y"].append(grid[1])
+        c["grid_z"].append(grid[2])
+        c["block_x"].append(block[0])
+        c["block_y"].append(block[1])
+        c["block_z"].append(block[2])
+        c["graph_id"].append(graph_id)
+        c["graph_node_id"].append(graph_node_id)
+        c["copy_dir"].append(copy_dir)
+
+    def build(self) -> pd.DataFrame:
+        names = list(self._names)
+        return make_table(np.asarray(self._codes, dtype=np.int32), names, self._cols)
+
+
+def make_table(name_codes: np.ndarray, names: list[str], cols: dict[str, Any]) -> pd.DataFrame:
+    """Assemble a table from name codes plus column sequences; missing columns get defaults."""
+    n = len(name_codes)
+    data: dict[str, Any] = {}
+    data["kind"] = pd.Categorical(_col(cols, "kind", n, "kernel"), categories=KINDS)
+    data["name"] = pd.Categorical.from_codes(name_codes, categories=_unique(names))
+    data["on_gpu"] = np.asarray(_col(cols, "on_gpu", n, False), dtype=bool)
+    for col, dtype in _INT_COLUMNS.items():
+        default = 0 if col == "rank" else -1
+        data[col] = np.asarray(_col(cols, col, n, default), dtype=dtype)
+    data["bytes_src"] = pd.Categorical(_col(cols, "bytes_src", n, "none"), categories=BYTES_SOURCES)
+    data["copy_dir"] = pd.Categorical(_col(cols, "copy_dir", n, ""))
+    return pd.DataFrame(data, columns=list(COLUMNS))
+
+
+def _unique(names: list[str]) -> list[str]:
+    # Categorical needs unique categories; interned names already are. Readers that build
+    # names themselves (SQLite id -> string) may repeat a string under two ids.
+    if len(set(names)) == len(names):
+        return names
+    raise ValueError("event names passed to make_table must be unique")
+
+
+def _col(cols: dict[str, Any], key: str, n: int, default: Any) -> Any:
+    values = cols.get(key)
+    if values is None:
+        return np.full(n, default) if not isinstance(default, str) else [default] * n
+    if len(values) != n:
+        raise ValueError(f"column {key} has {len(values)} values, expected {n}")
+    return values
+
+
+def empty_table() -> pd.DataFrame:
+    return EventTableBuilder().build()
+
+
+@dataclass
+class TraceMeta:
+    """What a reader learned about one trace besides its events.
+
+    ``kind_counts`` counts every event of each kind the file holds, including the ones the
+    reader chose not to keep as rows (e.g. cpu_ops that are not copy ops), so that counts in
+    ``inspect`` are the file's, not the table's.
+    """
+
+    path: str
+    format: str  # kineto | rocprofv3-csv | rocprofv3-json | rocpd | nsys-sqlite | rocprof-v1
+    flavour: str  # cupti | roctracer | rocprofiler-sdk | cpu | unknown | ...
+    ranks: list[int] = field(default_factory=list)
+    role: str = "rank"  # rank | frontend (vLLM API-process trace)
+    devices: list[dict[str, Any]] = field(default_factory=list)  # name, arch, cus/sms, peak_gbps
+    metadata: dict[str, Any] = field(default_factory=dict)  # versions, distributedInfo, vllm_version, ...
+    kind_counts: dict[str, int] = field(default_factory=dict)
+    graph_launches: int = 0
+    grid_unit: str = "blocks"  # blocks | work-items: how the source wrote grid sizes (table is blocks)
+    warnings: list[str] = field(default_factory=list)
+    partial: str | None = None  # set when only part of the file could be read: says how much
+
+
+@dataclass
+class Trace:
+    meta: TraceMeta
+    events: pd.DataFrame
+
+    def of_kind(self, kind: str) -> pd.DataFrame:
+        return self.events[self.events["kind"] == kind]

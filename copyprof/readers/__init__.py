@@ -1,0 +1,1 @@
+"""Readers: one module per trace format, each returning ``list[Trace]`` (see copyprof.events)."""
