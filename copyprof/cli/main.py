@@ -18,7 +18,13 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
+def _register_commands() -> None:
+    # Imported for their @cli.command side effect; one module per command.
+    from copyprof.cli import inspect_cmd  # noqa: F401
+
+
 def main() -> None:
+    _register_commands()
     debug = "--debug" in sys.argv[1:]
     try:
         cli.main(standalone_mode=False)

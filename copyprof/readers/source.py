@@ -17,8 +17,10 @@ from copyprof.errors import CopyprofError
 
 try:  # ISA-L inflate is ~3x faster than zlib's; fall back quietly when absent.
     from isal import igzip as _gzip_impl  # type: ignore[import-not-found]
+    from isal import isal_zlib as _zlib  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - isal is a core dependency
     _gzip_impl = gzip
+    _zlib = zlib
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -50,7 +52,11 @@ def head_bytes(path: str, n: int = 65536) -> bytes:
 
 
 class BlockStream:
-    """Iterate over a file's decompressed content in blocks; remember truncation."""
+    """Iterate over a file's decompressed content in blocks; remember truncation.
+
+    gzip is inflated with an explicit decompress object (not a file wrapper) so that when a
+    stream is cut short every byte inflated before the cut is still delivered.
+    """
 
     def __init__(self, path: str, block_size: int = BLOCK_SIZE) -> None:
         self.path = path
@@ -60,21 +66,51 @@ class BlockStream:
         self.truncated: str | None = None
 
     def __iter__(self) -> Iterator[bytes]:
-        fh = open_binary(self.path)
         try:
-            while True:
-                try:
-                    block = fh.read(self.block_size)
-                except (EOFError, OSError, zlib.error) as exc:
-                    # gzip.BadGzipFile is an OSError; a cut download raises EOFError.
-                    self.truncated = f"compressed stream ends early ({type(exc).__name__}: {exc})"
-                    return
-                if not block:
-                    return
+            fh = open(self.path, "rb")
+        except OSError as exc:
+            raise CopyprofError(f"cannot open: {exc.strerror or exc}", path=self.path) from exc
+        with fh:
+            gz = fh.read(2) == GZIP_MAGIC
+            fh.seek(0)
+            blocks = self._inflate(fh) if gz else iter(lambda: fh.read(self.block_size), b"")
+            for block in blocks:
                 self.bytes_read += len(block)
                 yield block
-        finally:
-            fh.close()
+
+    def _inflate(self, fh: BinaryIO) -> Iterator[bytes]:
+        dec = _zlib.decompressobj(31)
+        in_member = True  # a member has started and not reached its end marker
+        read_size = max(1 << 20, self.block_size // 4)
+        out = bytearray()
+        while True:
+            comp = fh.read(read_size)
+            if not comp:
+                break
+            while comp:
+                if not in_member:
+                    if comp[:2] != GZIP_MAGIC:
+                        break  # padding after the last member
+                    dec, in_member = _zlib.decompressobj(31), True
+                try:
+                    out += dec.decompress(comp)
+                except _zlib.error as exc:
+                    self.truncated = f"gzip data is corrupt ({exc})"
+                    if out:
+                        yield bytes(out)
+                    return
+                comp = b""
+                if dec.eof:  # multi-member gzip: the rest may start another member
+                    in_member = False
+                    comp = dec.unused_data
+            if len(out) >= self.block_size:
+                yield bytes(out)
+                out.clear()
+        if in_member:
+            out += dec.flush()
+            self.truncated = "gzip stream ends before its end marker (file cut short?)"
+        if out:
+            yield bytes(out)
 
     def describe_partial(self) -> str:
         return f"read {self.bytes_read / 1e6:.1f} MB before the data ended: {self.truncated}"

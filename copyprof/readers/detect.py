@@ -1,0 +1,128 @@
+"""Format detection by content (magic bytes, top-level keys, CSV headers), never by extension.
+
+Rules (../shared/docs/trace-formats.md §5): gzip magic → look inside; SQLite magic → rocpd
+(``rocpd_metadata`` / ``kernels`` view) or nsys (``StringIds`` + ``CUPTI_ACTIVITY_KIND_*``);
+JSON with ``rocprofiler-sdk-tool`` → rocprofv3 JSON; ``traceEvents`` or a top-level list →
+Chrome trace (Kineto); CSV headers → rocprofv3 / rocpd2csv / rocprof v1. Perfetto, nsys-rep
+and OTF2 files are recognised only to tell the user how to convert them.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+
+from copyprof.errors import CopyprofError, UnsupportedFormat
+from copyprof.events import Trace
+from copyprof.readers.source import SQLITE_MAGIC, head_bytes
+
+Reader = Callable[[str], list[Trace]]
+
+_CONVERT_HINTS = {
+    ".pftrace": "Perfetto protobuf traces need trace_processor (which downloads a binary); "
+    "re-run rocprofv3 with `-f json` or `-f csv`, or `--output-format rocpd`",
+    ".nsys-rep": "export it first: `nsys export --type sqlite --output trace.sqlite FILE.nsys-rep`",
+    ".qdrep": "export it first: `nsys export --type sqlite --output trace.sqlite FILE.qdrep`",
+    ".otf2": "OTF2 archives are not read; re-run rocprofv3 with `-f json` or `-f csv`",
+}
+
+
+def sniff(path: str) -> str:
+    """Return a format key: kineto, rocprofv3-json, rocprofv3-csv, rocprof-v1, rocpd, nsys-sqlite."""
+    if os.path.isdir(path):
+        raise CopyprofError("is a directory", path=path)
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise CopyprofError(f"cannot open: {exc.strerror or exc}", path=path) from exc
+    if size == 0:
+        raise CopyprofError("empty file", path=path)
+    with open(path, "rb") as fh:
+        raw = fh.read(16)
+    if raw.startswith(SQLITE_MAGIC):
+        return _sniff_sqlite(path)
+    head = head_bytes(path)
+    if not head.strip():
+        raise CopyprofError("no content (empty after decompression, or gzip stream damaged at the start)", path=path)
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text[:1] in (b"{", b"["):
+        if b'"rocprofiler-sdk-tool"' in text[:4096]:
+            return "rocprofv3-json"
+        return "kineto"
+    first_line = text.split(b"\n", 1)[0]
+    from copyprof.readers.rocprof_v1 import is_rocprof_v1_csv
+    from copyprof.readers.rocprofv3_csv import is_rocprofv3_csv
+
+    if is_rocprofv3_csv(head):
+        return "rocprofv3-csv"
+    if is_rocprof_v1_csv(head):
+        return "rocprof-v1"
+    hint = _hint(path, head)
+    if hint:
+        raise UnsupportedFormat(hint, path=path)
+    shown = first_line[:60].decode("utf-8", "replace")
+    raise CopyprofError(f"unknown trace format (starts with {shown!r})", path=path)
+
+
+def _hint(path: str, head: bytes) -> str | None:
+    lower = path.lower()
+    for ext, hint in _CONVERT_HINTS.items():
+        if lower.endswith(ext) or lower.endswith(ext + ".gz"):
+            return f"{ext} is not read directly: {hint}"
+    if head.startswith(b"\x0a") and b"\x00" in head[:64] and lower.endswith(".pb"):
+        return "protobuf traces are not read directly"
+    return None
+
+
+def _sniff_sqlite(path: str) -> str:
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise CopyprofError(f"SQLite file cannot be read ({exc})", path=path) from exc
+    if "rocpd_metadata" in names or ("kernels" in names and any(n.startswith("rocpd_") for n in names)):
+        return "rocpd"
+    if "StringIds" in names and any(n.startswith("CUPTI_ACTIVITY_KIND_") for n in names):
+        return "nsys-sqlite"
+    if "StringIds" in names:
+        return "nsys-sqlite"
+    raise CopyprofError("SQLite database is neither a rocpd nor an Nsight Systems export", path=path)
+
+
+def reader_for(fmt: str) -> Reader:
+    """The reader function of a format key (imported lazily: a format's deps load on use)."""
+    if fmt == "kineto":
+        from copyprof.readers.kineto import read_kineto
+
+        return read_kineto
+    if fmt == "rocprofv3-json":
+        from copyprof.readers.rocprofv3_json import read_rocprofv3_json
+
+        return read_rocprofv3_json
+    if fmt == "rocprofv3-csv":
+        from copyprof.readers.rocprofv3_csv import csv_groups, read_rocprofv3_csv
+
+        def _read_group(path: str) -> list[Trace]:
+            siblings = [os.path.join(os.path.dirname(path) or ".", f) for f in os.listdir(os.path.dirname(path) or ".")]
+            for group in csv_groups(sorted(siblings)):
+                if os.path.abspath(path) in {os.path.abspath(p) for p in group}:
+                    return read_rocprofv3_csv(group)
+            return read_rocprofv3_csv([path])
+
+        return _read_group
+    if fmt == "rocprof-v1":
+        from copyprof.readers.rocprof_v1 import read_rocprof_v1_csv
+
+        return read_rocprof_v1_csv
+    if fmt == "rocpd":
+        from copyprof.readers.rocpd import read_rocpd
+
+        return read_rocpd
+    if fmt == "nsys-sqlite":
+        from copyprof.readers.nsys_sqlite import read_nsys
+
+        return read_nsys
+    raise CopyprofError(f"no reader for format {fmt!r}")

@@ -1,0 +1,391 @@
+"""rocprofv3 CSV output directories (``<pid>_kernel_trace.csv`` & co.) -> one event table.
+
+Why pandas' C parser and not ``csv``: a kernel trace of a serving run has millions of rows;
+the C parser reads them ~20x faster. It is never handed a cut-off last line: a file that
+does not end in a newline has its tail line checked by hand first and dropped when
+incomplete, so a truncated capture still yields its good rows plus a ``meta.partial`` note.
+
+Header generations (trace-formats.md §2.2) are handled by column *name*, case-insensitively:
+kernel_trace with/without ``Stream_Id``, old register columns vs ``LDS_Block_Size``/``VGPR_Count``,
+and the rocpd2csv variant with a leading ``Guid`` and ``Lds_Block_Size`` casing. ``Grid_Size_*``
+is in work-items; the table wants blocks (grid / workgroup, rounded up).
+
+The helpers ``assemble``, ``grid_blocks``, ``copy_dir_of``, ``finish_meta`` are shared with the
+rocprofv3 JSON and rocpd readers so the three agree on every convention.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+from collections import Counter, defaultdict
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from copyprof.errors import CopyprofError
+from copyprof.events import COLUMNS, Trace, TraceMeta, empty_table, make_table
+from copyprof.readers.source import BlockStream, is_gzip
+
+DOMAINS = ("kernel_trace", "memory_copy_trace", "hip_api_trace", "marker_api_trace",
+           "regions_trace", "agent_info")
+_FILE_RE = re.compile(r"^(?P<prefix>.*?)(?P<domain>" + "|".join(DOMAINS) + r")\.csv(?:\.gz)?$", re.I)
+_COPY_DIRS = {"HOST_TO_HOST": "HtoH", "HOST_TO_DEVICE": "HtoD",
+              "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD"}
+_KERNEL_COLS = {"agent_id", "queue_id", "stream_id", "thread_id", "kernel_name", "correlation_id",
+                "start_timestamp", "end_timestamp", "workgroup_size_x", "workgroup_size_y",
+                "workgroup_size_z", "grid_size_x", "grid_size_y", "grid_size_z",
+                "graph_exec_id", "graph_node_id"}
+_COPY_COLS = {"direction", "stream_id", "source_agent_id", "destination_agent_id",
+              "correlation_id", "start_timestamp", "end_timestamp"}
+_API_COLS = {"domain", "function", "process_id", "thread_id", "correlation_id",
+             "start_timestamp", "end_timestamp"}
+_AGENT_COLS = {"node_id", "logical_node_id", "agent_type", "type", "name", "product_name", "cu_count"}
+_REQUIRED = {"kernel": ("kernel_name", "agent_id", "start_timestamp", "end_timestamp"),
+             "memcpy": ("direction", "start_timestamp", "end_timestamp"),
+             "api": ("domain", "function", "start_timestamp", "end_timestamp"),
+             "agents": ("node_id",)}
+_WANTED = {"kernel": _KERNEL_COLS, "memcpy": _COPY_COLS, "api": _API_COLS, "agents": _AGENT_COLS}
+
+
+# ----------------------------------------------------------------------------- shared helpers
+def copy_dir_of(direction: str) -> str:
+    """``MEMORY_COPY_DEVICE_TO_DEVICE`` -> ``DtoD`` ("" for NONE / unknown spellings)."""
+    return _COPY_DIRS.get(direction.strip().upper().removeprefix("MEMORY_COPY_"), "")
+
+
+def memcpy_name(direction: str) -> str:
+    d = copy_dir_of(direction)
+    return f"Memcpy {d}" if d else f"Memcpy {direction.strip() or 'unknown'}"
+
+
+def grid_blocks(grid: np.ndarray, wg: np.ndarray) -> np.ndarray:
+    """HSA grid (work-items) -> blocks, rounded up; -1 where either size is unknown."""
+    g, w = np.asarray(grid, np.int64), np.asarray(wg, np.int64)
+    out = np.full(len(g), -1, np.int64)
+    ok = (g >= 0) & (w > 0)
+    out[ok] = -(-g[ok] // w[ok])
+    return out
+
+
+def part(kind: str | np.ndarray, names: Any, start: np.ndarray, end: np.ndarray,
+         **cols: Any) -> dict[str, Any]:
+    """One domain's rows as full-length columns (defaults filled), ready for ``assemble``."""
+    n = len(start)
+    start = np.asarray(start, np.int64)
+    out: dict[str, Any] = {"name": np.asarray(names, dtype=object), "start_ns": start,
+                           "dur_ns": np.maximum(np.asarray(end, np.int64) - start, 0),
+                           "negative_dur": int((np.asarray(end, np.int64) < start).sum())}
+    out["kind"] = np.full(n, kind, dtype=object) if isinstance(kind, str) else kind
+    for c in COLUMNS:
+        if c in ("kind", "name", "start_ns", "dur_ns"):
+            continue
+        v = cols.get(c)
+        if v is None:
+            v = {"on_gpu": False, "bytes_src": "none", "copy_dir": ""}.get(c, -1)
+        out[c] = np.full(n, v, dtype=object if isinstance(v, str) else None) if np.isscalar(v) else v
+    b = np.asarray(out["bytes"], np.int64)
+    if "bytes" in cols:
+        out["bytes_src"] = np.where(b >= 0, "event", "none").astype(object)
+    return out
+
+
+def assemble(parts: list[dict[str, Any]]) -> pd.DataFrame:
+    """Concatenate domain parts into the event table; names interned once via factorize."""
+    parts = [p for p in parts if len(p["start_ns"])]
+    if not parts:
+        return empty_table()
+    names = np.concatenate([p["name"] for p in parts])
+    codes, uniques = pd.factorize(pd.Series(names, dtype=object).fillna("").astype(str))
+    cols = {c: np.concatenate([np.asarray(p[c]) for p in parts]) for c in COLUMNS if c != "name"}
+    return make_table(codes.astype(np.int32), [str(u) for u in uniques], cols)
+
+
+def finish_meta(meta: TraceMeta, events: pd.DataFrame, parts: list[dict[str, Any]]) -> Trace:
+    """Fill kind counts, graph launches and the negative-duration warning; wrap up a Trace."""
+    meta.kind_counts = {k: int(v) for k, v in events["kind"].value_counts().items() if v}
+    rt = events["kind"] == "runtime"
+    meta.graph_launches = int(events.loc[rt, "name"].astype(str).str.startswith("hipGraphLaunch").sum())
+    neg = sum(p.get("negative_dur", 0) for p in parts)
+    if neg:
+        meta.warnings.append(f"{neg} events end before they start; their duration was set to 0")
+    meta.grid_unit = "work-items"
+    return Trace(meta, events)
+
+
+# ----------------------------------------------------------------------------- detection
+def _header_fields(head: bytes) -> list[str]:
+    line = head.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff").strip()
+    try:
+        return [f.strip().lower() for f in next(csv.reader([line]))]
+    except (StopIteration, csv.Error):
+        return []
+
+
+def _domain_of(fields: list[str]) -> str | None:
+    s = set(fields)
+    if "kernel_name" in s and ("start_timestamp" in s or "agent_id" in s):
+        return "kernel"
+    if "direction" in s and ("source_agent_id" in s or "start_timestamp" in s):
+        return "memcpy"
+    if {"domain", "function"} <= s and "start_timestamp" in s:
+        return "api"
+    if "node_id" in s and ("agent_type" in s or "cu_count" in s):
+        return "agents"
+    return None
+
+
+def is_rocprofv3_csv(head: bytes) -> bool:
+    """True when the first bytes are a rocprofv3 / rocpd2csv trace CSV header (not agent_info)."""
+    return _domain_of(_header_fields(head)) in ("kernel", "memcpy", "api")
+
+
+def csv_groups(paths: list[str]) -> list[list[str]]:
+    """Group CSV files (or the CSVs of given directories) by their ``<prefix>_`` (pid, host...)."""
+    files: list[str] = []
+    for p in paths:
+        files += [os.path.join(p, f) for f in sorted(os.listdir(p))] if os.path.isdir(p) else [p]
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for f in files:
+        m = _FILE_RE.match(os.path.basename(f))
+        if m:
+            groups[(os.path.dirname(f), m["prefix"])].append(f)
+
+    def domain(f: str) -> str:
+        return _FILE_RE.match(os.path.basename(f))["domain"].lower()  # type: ignore[index]
+    out = [sorted(g, key=lambda f: DOMAINS.index(domain(f))) for _, g in sorted(groups.items())]
+    return [g for g in out if any(domain(f) != "agent_info" for f in g)]
+
+
+# ----------------------------------------------------------------------------- file loading
+def _load(path: str) -> tuple[pd.DataFrame, str, str | None]:
+    """Read one CSV: (frame with lower-case columns, domain, partial note or None)."""
+    name = os.path.basename(path)
+    if os.path.getsize(path) == 0:
+        raise CopyprofError("file is empty", path=path)
+    note = None
+    gz = is_gzip(path)
+    with open(path, "rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        clean_end = fh.read(1) == b"\n" and not gz
+        fh.seek(0)
+        head = fh.read(65536) if not gz else b""
+    data: bytes | None = None
+    if not clean_end:
+        stream = BlockStream(path)
+        data = b"".join(stream)
+        if stream.truncated:
+            note = f"{name}: {stream.describe_partial()}"
+        head = data[:65536]
+    header = _header_fields(head)
+    if not any(header):
+        raise CopyprofError("file is empty (no CSV header)", path=path)
+    domain = _domain_of(header)
+    if domain is None:
+        raise CopyprofError(
+            f"not a rocprofv3 CSV: header {','.join(header[:6])}... has none of the "
+            "kernel_trace / memory_copy_trace / api_trace / agent_info column sets", path=path)
+    missing = [c for c in _REQUIRED[domain] if c not in header]
+    if missing:
+        raise CopyprofError(f"header lacks column(s) {', '.join(missing)}", path=path)
+    if data is not None and not data.endswith(b"\n"):
+        cut = data.rfind(b"\n") + 1
+        tail = data[cut:]
+        if cut and tail.strip() and not _tail_ok(tail, header):
+            data = data[:cut]
+            note = f"{name}: the last line is cut off and was dropped"
+    wanted = _WANTED[domain]
+    try:
+        df = pd.read_csv(io.BytesIO(data) if data is not None else path, engine="c",
+                         keep_default_na=False, low_memory=False,
+                         usecols=lambda c: c.strip().lstrip("\ufeff").lower() in wanted)
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        raise CopyprofError(f"cannot parse CSV: {str(exc).strip().splitlines()[0]}", path=path) from exc
+    df.columns = [c.strip().lstrip("\ufeff").lower() for c in df.columns]
+    if note:
+        note = f"{note}; read {len(df):,} rows"
+    return df, domain, note
+
+
+def _tail_ok(tail: bytes, header: list[str]) -> bool:
+    """A last line without newline is kept only if it is complete and its times are sane."""
+    try:
+        fields = next(csv.reader([tail.decode("utf-8")], strict=True))
+    except (csv.Error, UnicodeDecodeError, StopIteration):
+        return False
+    if len(fields) != len(header) or tail.count(b'"') % 2:
+        return False
+    row = dict(zip(header, fields))
+    try:
+        return int(row.get("end_timestamp", 0)) >= int(row.get("start_timestamp", 0))
+    except ValueError:
+        return False
+
+
+def _ints(df: pd.DataFrame, col: str, path: str, required: bool = False) -> np.ndarray:
+    """An integer column; empty cells are -1 unless required; other junk is an error."""
+    if col not in df:
+        return np.full(len(df), -1, np.int64)
+    s = df[col]
+    if s.dtype.kind in "iu":
+        return s.to_numpy().astype(np.int64)
+    text = s.astype(str).str.strip()
+    num = pd.to_numeric(text.where(text != ""), errors="coerce")
+    bad = num.isna() & ((text != "") | required)
+    bad |= num.notna() & (num % 1 != 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        what = "missing" if pd.isna(s.iloc[i]) or text.iloc[i] == "" else f"{s.iloc[i]!r}, not an integer"
+        raise CopyprofError(f"line {i + 2}: {col} is {what}", path=path)
+    return num.fillna(-1).to_numpy().astype(np.int64)
+
+
+# ----------------------------------------------------------------------------- agents
+def _agent_key(value: Any) -> tuple[str, int] | None:
+    """``2`` / ``"Agent 2"`` -> ("agent", 2); ``"GPU 0"`` -> ("gpu", 0); ``"CPU 0"`` -> ("cpu", 0)."""
+    m = re.fullmatch(r"\s*(agent|gpu|cpu)?\s*(\d+)\s*", str(value), re.I)
+    if not m:
+        return None
+    return ((m[1] or "agent").lower(), int(m[2]))
+
+
+class _Agents:
+    """Maps agent ids to GPU device ordinals: from agent_info when present, else by ordinal
+    among the agents the kernels (and device side of copies) ran on."""
+
+    def __init__(self, info: pd.DataFrame | None, gpu_seen: set[int], path: str | None) -> None:
+        self.devices: list[dict[str, Any]] = []
+        self.by_node: dict[int, int] = {}
+        self.by_logical: dict[int, int] = {}
+        if info is not None and len(info):
+            tcol = "agent_type" if "agent_type" in info else "type"
+            types = info[tcol].astype(str).str.strip().str.upper() if tcol in info else None
+            nodes = _ints(info, "node_id", path or "", True)
+            logical = _ints(info, "logical_node_id", path or "")
+            gpu = (types.isin(["GPU", "2"]).to_numpy() if types is not None
+                   else np.ones(len(info), bool))
+            cus = _ints(info, "cu_count", path or "")
+            for rank, i in enumerate(sorted(np.flatnonzero(gpu), key=lambda i: nodes[i])):
+                self.by_node[int(nodes[i])] = rank
+                self.by_logical.setdefault(int(logical[i]), rank)
+                row = info.iloc[i]
+                self.devices.append({"index": rank, "name": str(row.get("product_name", "")) or None,
+                                     "arch": str(row.get("name", "")) or None,
+                                     "cus": int(cus[i]) if cus[i] > 0 else None, "node_id": int(nodes[i])})
+        else:
+            for rank, n in enumerate(sorted(gpu_seen)):
+                self.by_node[n] = rank
+                self.devices.append({"index": rank, "name": None, "arch": None, "cus": None,
+                                     "agent": f"Agent {n}"})
+
+    def device(self, key: tuple[str, int] | None) -> int:
+        if key is None or key[0] == "cpu":
+            return -1
+        if key[0] == "gpu":
+            return key[1]
+        return self.by_node.get(key[1], self.by_logical.get(key[1], -1))
+
+    def map(self, column: pd.Series) -> np.ndarray:
+        uniq, inv = np.unique(column.astype(str).to_numpy(), return_inverse=True)
+        return np.array([self.device(_agent_key(u)) for u in uniq], np.int64)[inv]
+
+
+def _device_side(direction: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Which end of a copy is the GPU that did it: dst for HtoD, src for DtoH and DtoD."""
+    d = direction.astype(str).map(copy_dir_of).to_numpy()
+    return (d == "DtoH") | (d == "DtoD"), d == "HtoD"
+
+
+# ----------------------------------------------------------------------------- reading a group
+def read_rocprofv3_csv(paths: list[str]) -> list[Trace]:
+    """Read one group of rocprofv3 CSV files (see ``csv_groups``) into a one-element list."""
+    if not paths:
+        raise CopyprofError("no rocprofv3 CSV files given")
+    frames: dict[str, list[tuple[str, pd.DataFrame]]] = defaultdict(list)
+    notes: list[str] = []
+    for p in paths:
+        df, domain, note = _load(p)
+        frames[domain].append((p, df))
+        notes += [note] if note else []
+    events_files = [(p, df) for d in ("kernel", "memcpy", "api") for p, df in frames[d]]
+    if not events_files:
+        raise CopyprofError("only agent_info, no kernel/memory copy/API trace", path=paths[0])
+    if not any(len(df) for _, df in events_files):
+        raise CopyprofError("has a header but no rows", path=events_files[0][0])
+
+    gpu_seen: set[int] = set()
+    for _, df in frames["kernel"]:
+        gpu_seen |= {k[1] for k in map(_agent_key, pd.unique(df["agent_id"].astype(str))) if k and k[0] == "agent"}
+    for _, df in frames["memcpy"]:
+        src_side, dst_side = _device_side(df["direction"])
+        for col, side in (("source_agent_id", src_side), ("destination_agent_id", dst_side)):
+            if col in df:
+                keys = map(_agent_key, pd.unique(df.loc[side, col].astype(str)))
+                gpu_seen |= {k[1] for k in keys if k and k[0] == "agent"}
+    info_path, info = (frames["agents"][0] if frames["agents"] else (None, None))
+    agents = _Agents(info, gpu_seen, info_path)
+
+    parts: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    stream_fields: set[str] = set()
+    for p, df in frames["kernel"]:
+        start, end = _ints(df, "start_timestamp", p, True), _ints(df, "end_timestamp", p, True)
+        stream = _ints(df, "stream_id", p)
+        field = "stream_id" if "stream_id" in df and (stream > 0).any() else "queue_id"
+        stream_fields.add(field)
+        wg = [_ints(df, f"workgroup_size_{a}", p) for a in "xyz"]
+        grid = [grid_blocks(_ints(df, f"grid_size_{a}", p), w) for a, w in zip("xyz", wg)]
+        parts.append(part("kernel", df["kernel_name"].astype(str).to_numpy(), start, end,
+                          on_gpu=True, device=agents.map(df["agent_id"]),
+                          stream=stream if field == "stream_id" else _ints(df, "queue_id", p),
+                          correlation=_ints(df, "correlation_id", p),
+                          grid_x=grid[0], grid_y=grid[1], grid_z=grid[2],
+                          block_x=wg[0], block_y=wg[1], block_z=wg[2],
+                          graph_id=_ints(df, "graph_exec_id", p), graph_node_id=_ints(df, "graph_node_id", p)))
+    for p, df in frames["memcpy"]:
+        start, end = _ints(df, "start_timestamp", p, True), _ints(df, "end_timestamp", p, True)
+        direction = df["direction"].astype(str)
+        src_side, dst_side = _device_side(direction)
+        dev = np.full(len(df), -1, np.int64)
+        if "source_agent_id" in df:
+            dev = np.where(src_side, agents.map(df["source_agent_id"]), dev)
+        if "destination_agent_id" in df:
+            dev = np.where(dst_side, agents.map(df["destination_agent_id"]), dev)
+        parts.append(part("memcpy", direction.map(memcpy_name).to_numpy(), start, end, on_gpu=True,
+                          device=dev, stream=_ints(df, "stream_id", p),
+                          correlation=_ints(df, "correlation_id", p),
+                          copy_dir=direction.map(copy_dir_of).to_numpy().astype(object)))
+    pids: set[int] = set()
+    for p, df in frames["api"]:
+        dom = df["domain"].astype(str).str.strip().str.upper()
+        marker, hip = dom.str.startswith("MARKER").to_numpy(), dom.str.startswith("HIP").to_numpy()
+        keep = marker | hip
+        if (~keep).any():
+            skipped = Counter(dom[~keep])
+            warnings.append(f"{os.path.basename(p)}: skipped {int((~keep).sum())} rows of domains "
+                            + ", ".join(sorted(skipped)))
+        df = df[keep]
+        kind = np.where(marker[keep], "annotation", "runtime").astype(object)
+        pids |= set(_ints(df, "process_id", p).tolist()) - {-1}
+        parts.append(part(kind, df["function"].astype(str).to_numpy(), _ints(df, "start_timestamp", p, True),
+                          _ints(df, "end_timestamp", p, True), stream=_ints(df, "thread_id", p),
+                          correlation=_ints(df, "correlation_id", p)))
+
+    prefix = _FILE_RE.match(os.path.basename(paths[0]))
+    pre = prefix["prefix"].rstrip("_") if prefix else ""
+    metadata: dict[str, Any] = {"files": [os.path.basename(p) for p in paths],
+                                "directory": os.path.dirname(os.path.abspath(paths[0]))}
+    if pre.isdigit():
+        metadata["pid"] = int(pre)
+    elif len(pids) == 1:
+        metadata["pid"] = pids.pop()
+    if pre and not pre.isdigit():
+        metadata["prefix"] = pre
+    if stream_fields:
+        metadata["stream_field"] = "/".join(sorted(stream_fields))
+    meta = TraceMeta(path=paths[0], format="rocprofv3-csv", flavour="rocprofiler-sdk", ranks=[0],
+                     devices=agents.devices, metadata=metadata, warnings=warnings,
+                     partial="; ".join(notes) if notes else None)
+    return [finish_meta(meta, assemble(parts), parts)]

@@ -1,0 +1,287 @@
+"""rocprofv3 ``--output-format json`` (``<pid>_results.json``) -> one Trace per process.
+
+Layout (trace-formats.md §2.3): ``{"rocprofiler-sdk-tool": [ {metadata, agents, strings,
+kernel_symbols, buffer_records, ...}, ... ]}``, one element per profiled process.
+
+Why typed msgspec Structs: the file is tens of MB, most of it agent topology, PC-sampling
+strings and thousands of kernel symbols we do not need. Structs that declare only the
+fields used make msgspec skip everything else without allocating it, and ``gc=False``
+keeps a million dispatch records from being traversed by the garbage collector.
+
+Why resolve enums through ``strings.buffer_records``: the numeric ``kind``/``operation``
+values are rocprofiler-sdk enum positions that change between releases (908 sample:
+MEMORY_COPY=10, KERNEL_DISPATCH=11); the file carries its own name table, so use it.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+from typing import Any, Union
+
+import msgspec
+import numpy as np
+
+from copyprof.errors import CopyprofError
+from copyprof.events import Trace, TraceMeta
+from copyprof.readers.rocprofv3_csv import assemble, copy_dir_of, finish_meta, grid_blocks, memcpy_name, part
+from copyprof.readers.source import open_binary
+
+
+class _S(msgspec.Struct, gc=False):
+    """Base: no GC tracking (records hold no cycles)."""
+
+
+class Handle(_S, frozen=True):
+    handle: int = 0
+
+
+class Dim3(_S, frozen=True):
+    x: int = -1
+    y: int = -1
+    z: int = -1
+
+
+class Corr(_S, frozen=True):
+    internal: int = -1
+    external: int = 0
+
+
+class DispatchInfo(_S, frozen=True):
+    agent_id: Handle = Handle()
+    queue_id: Handle = Handle()
+    kernel_id: int = -1
+    workgroup_size: Dim3 = Dim3()
+    grid_size: Dim3 = Dim3()
+
+
+class KernelDispatch(_S):
+    kind: int
+    start_timestamp: int
+    end_timestamp: int
+    dispatch_info: DispatchInfo
+    operation: int = -1
+    thread_id: int = -1
+    correlation_id: Corr = Corr()
+    stream_id: Union[Handle, None] = None
+
+
+class MemoryCopy(_S):
+    kind: int
+    start_timestamp: int
+    end_timestamp: int
+    operation: int = -1
+    thread_id: int = -1
+    correlation_id: Corr = Corr()
+    src_agent_id: Handle = Handle(-1)
+    dst_agent_id: Handle = Handle(-1)
+    bytes: int = -1
+    stream_id: Union[Handle, None] = None
+
+
+class ApiRecord(_S):
+    kind: int
+    start_timestamp: int
+    end_timestamp: int
+    operation: int = -1
+    thread_id: int = -1
+    correlation_id: Corr = Corr()
+
+
+class BufferRecords(_S):
+    kernel_dispatch: list[KernelDispatch] = []
+    memory_copy: list[MemoryCopy] = []
+    hip_api: list[ApiRecord] = []
+    marker_api: list[ApiRecord] = []
+
+
+class NameInfo(_S):
+    kind: str = ""
+    operations: list[str] = []
+
+
+class MarkerMessage(_S):
+    key: int
+    value: str = ""
+
+
+class Strings(_S):
+    buffer_records: list[NameInfo] = []
+    # cereal writes a std::unordered_map<uint64, string> as [{"key":..,"value":..}]
+    marker_api: Union[list[MarkerMessage], dict[str, str]] = []
+
+
+class KernelSymbol(_S):
+    kernel_id: int
+    kernel_name: str = ""
+    formatted_kernel_name: str = ""
+
+
+class Agent(_S):
+    id: Handle
+    type: int = 0
+    name: str = ""
+    product_name: str = ""
+    cu_count: int = 0
+    node_id: int = -1
+
+
+class Node(_S):
+    hostname: str = ""
+    machine_id: str = ""
+    system_name: str = ""
+    release: str = ""
+
+
+class Metadata(_S):
+    pid: int = -1
+    init_time: int = -1
+    fini_time: int = -1
+    command: list[str] = []
+    node: Union[Node, None] = None
+
+
+class Process(_S):
+    metadata: Metadata = msgspec.field(default_factory=Metadata)
+    agents: list[Agent] = []
+    strings: Strings = msgspec.field(default_factory=Strings)
+    kernel_symbols: list[KernelSymbol] = []
+    buffer_records: BufferRecords = msgspec.field(default_factory=BufferRecords)
+
+
+class Root(_S):
+    processes: list[Process] = msgspec.field(name="rocprofiler-sdk-tool")
+
+
+_DECODER = msgspec.json.Decoder(Root)
+
+
+def read_rocprofv3_json(path: str) -> list[Trace]:
+    """Read ``<pid>_results.json[.gz]``: one Trace per element of ``rocprofiler-sdk-tool``."""
+    try:
+        with open_binary(path) as fh:
+            data = fh.read()
+    except (EOFError, OSError, zlib.error) as exc:
+        raise CopyprofError(f"compressed stream ends early or is corrupt ({type(exc).__name__})",
+                            path=path) from exc
+    if not data.strip():
+        raise CopyprofError("file is empty", path=path)
+    try:
+        root = _DECODER.decode(data)
+    except msgspec.ValidationError as exc:
+        raise CopyprofError(f"not a rocprofv3 results JSON: {exc}", path=path) from exc
+    except msgspec.DecodeError as exc:
+        raise CopyprofError(f"invalid or truncated JSON ({exc}); read {len(data) / 1e6:.1f} MB",
+                            path=path) from exc
+    del data
+    if not root.processes:
+        raise CopyprofError("rocprofiler-sdk-tool holds no process", path=path)
+    return [_process(path, proc) for proc in root.processes]
+
+
+def _process(path: str, proc: Process) -> Trace:
+    names = proc.strings.buffer_records
+    warnings: list[str] = []
+    if not names:
+        warnings.append("no strings.buffer_records table: record kinds were not checked")
+
+    def kind_name(k: int) -> str | None:
+        return names[k].kind if 0 <= k < len(names) else None
+
+    def op_name(k: int, op: int) -> str:
+        ops = names[k].operations if 0 <= k < len(names) else []
+        return ops[op] if 0 <= op < len(ops) else ""
+
+    gpu_agents = [a for a in proc.agents if a.type == 2]
+    device_of = {a.id.handle: i for i, a in enumerate(gpu_agents)}
+    devices = [{"index": i, "name": a.product_name or a.name or None, "arch": a.name or None,
+                "cus": a.cu_count or None, "product_name": a.product_name or None,
+                "node_id": a.node_id, "agent": a.id.handle} for i, a in enumerate(gpu_agents)]
+    br = proc.buffer_records
+    parts: list[dict[str, Any]] = []
+    skipped = 0
+    use_stream = False
+
+    kd = br.kernel_dispatch
+    if names:
+        keep = [r for r in kd if kind_name(r.kind) == "KERNEL_DISPATCH"]
+        skipped += len(kd) - len(keep)
+        kd = keep
+    if kd:
+        sym = {s.kernel_id: s.formatted_kernel_name or s.kernel_name for s in proc.kernel_symbols}
+        unknown = {r.dispatch_info.kernel_id for r in kd} - sym.keys()
+        if unknown:
+            warnings.append(f"{len(unknown)} kernel ids have no kernel_symbols entry")
+        di = [r.dispatch_info for r in kd]
+        use_stream = any(r.stream_id is not None and r.stream_id.handle for r in kd)
+        wg = [np.fromiter((getattr(d.workgroup_size, a) for d in di), np.int64, len(di)) for a in "xyz"]
+        grid = [grid_blocks(np.fromiter((getattr(d.grid_size, a) for d in di), np.int64, len(di)), w)
+                for a, w in zip("xyz", wg)]
+        stream = ([r.stream_id.handle if r.stream_id is not None else -1 for r in kd] if use_stream
+                  else [d.queue_id.handle for d in di])
+        parts.append(part(
+            "kernel", [sym.get(d.kernel_id, f"kernel_id {d.kernel_id}") for d in di],
+            _col(kd, "start_timestamp"), _col(kd, "end_timestamp"), on_gpu=True,
+            device=np.array([device_of.get(d.agent_id.handle, -1) for d in di], np.int64),
+            stream=np.array(stream, np.int64), correlation=_corr(kd), external_id=_ext(kd),
+            grid_x=grid[0], grid_y=grid[1], grid_z=grid[2], block_x=wg[0], block_y=wg[1], block_z=wg[2]))
+
+    mc = br.memory_copy
+    if names:
+        keep_mc = [r for r in mc if kind_name(r.kind) == "MEMORY_COPY"]
+        skipped += len(mc) - len(keep_mc)
+        mc = keep_mc
+    if mc:
+        direction = [op_name(r.kind, r.operation) for r in mc]
+        dirs = [copy_dir_of(d) for d in direction]
+        dev = [device_of.get(r.dst_agent_id.handle if d == "HtoD" else r.src_agent_id.handle, -1)
+               if d in ("HtoD", "DtoH", "DtoD") else -1 for r, d in zip(mc, dirs)]
+        parts.append(part(
+            "memcpy", [memcpy_name(d) for d in direction], _col(mc, "start_timestamp"),
+            _col(mc, "end_timestamp"), on_gpu=True, device=np.array(dev, np.int64),
+            stream=np.array([r.stream_id.handle if r.stream_id is not None else -1 for r in mc], np.int64),
+            correlation=_corr(mc), external_id=_ext(mc), bytes=_col(mc, "bytes"),
+            copy_dir=np.array(dirs, dtype=object)))
+
+    if br.hip_api:
+        parts.append(part("runtime", [op_name(r.kind, r.operation) or f"hip_api {r.operation}" for r in br.hip_api],
+                          _col(br.hip_api, "start_timestamp"), _col(br.hip_api, "end_timestamp"),
+                          stream=_col(br.hip_api, "thread_id"), correlation=_corr(br.hip_api),
+                          external_id=_ext(br.hip_api)))
+    if br.marker_api:
+        msgs = proc.strings.marker_api
+        text = ({int(k): v for k, v in msgs.items()} if isinstance(msgs, dict)
+                else {m.key: m.value for m in msgs})
+        mk = br.marker_api
+        parts.append(part("annotation",
+                          [text.get(r.correlation_id.internal) or op_name(r.kind, r.operation) for r in mk],
+                          _col(mk, "start_timestamp"), _col(mk, "end_timestamp"),
+                          stream=_col(mk, "thread_id"), correlation=_corr(mk), external_id=_ext(mk)))
+    if skipped:
+        warnings.append(f"skipped {skipped} buffer records whose kind did not match their list")
+
+    md = proc.metadata
+    metadata: dict[str, Any] = {"pid": md.pid, "command": " ".join(md.command) or None,
+                                "init_time_ns": md.init_time, "fini_time_ns": md.fini_time}
+    if md.node is not None:
+        metadata.update(hostname=md.node.hostname, machine_id=md.node.machine_id,
+                        os=f"{md.node.system_name} {md.node.release}".strip())
+    metadata["stream_field"] = "stream_id" if use_stream else "queue_id"
+    meta = TraceMeta(path=path, format="rocprofv3-json", flavour="rocprofiler-sdk", ranks=[0],
+                     devices=devices, metadata=metadata, warnings=warnings)
+    if not parts:
+        meta.warnings.append(f"process {md.pid} in {os.path.basename(path)} has no trace records")
+    return finish_meta(meta, assemble(parts), parts)
+
+
+def _col(records: list[Any], field: str) -> np.ndarray:
+    return np.fromiter((getattr(r, field) for r in records), np.int64, len(records))
+
+
+def _corr(records: list[Any]) -> np.ndarray:
+    return np.fromiter((r.correlation_id.internal for r in records), np.int64, len(records))
+
+
+def _ext(records: list[Any]) -> np.ndarray:
+    """External correlation ids (0 means none was pushed) -> -1 when absent."""
+    ext = np.fromiter((r.correlation_id.external for r in records), np.int64, len(records))
+    return np.where(ext > 0, ext, -1)

@@ -1,0 +1,65 @@
+"""Renderers for ``copyprof inspect`` summaries: rich terminal tables and the JSON contract."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from copyprof.taxonomy.devices import device_label
+
+# The documented `inspect --format json` contract (README "JSON contracts"). Extra keys may be
+# added later; these never change meaning.
+CONTRACT_KEYS = ("path", "format", "flavour", "ranks", "counts", "d2d_copies", "d2d_by_name",
+                 "annotations", "graph_launches")
+EXTRA_KEYS = ("role", "span_ms", "d2d_by_bytes", "d2d_total_ms", "elementwise_copies_by_name", "partial", "warnings")
+
+
+def to_json(summaries: list[dict[str, Any]]) -> str:
+    files = [{k: s[k] for k in (*CONTRACT_KEYS, *EXTRA_KEYS)} for s in summaries]
+    return json.dumps({"files": files}, indent=2)
+
+
+def render_terminal(summaries: list[dict[str, Any]], console: Console, top: int = 12) -> None:
+    for s in summaries:
+        role = "" if s["role"] == "rank" else f" [{s['role']}]"
+        console.rule(f"[bold]{s['path']}[/bold]{role}")
+        console.print(
+            f"format [cyan]{s['format']}[/cyan] · flavour [cyan]{s['flavour']}[/cyan] · "
+            f"ranks {s['ranks']} · {device_label(s['devices'])} · span {s['span_ms']:.3f} ms · "
+            f"graph launches {s['graph_launches']}"
+        )
+        counts = Table(title="events by kind", show_edge=False)
+        for k in s["counts"]:
+            counts.add_column(k, justify="right")
+        counts.add_row(*(f"{v:,}" for v in s["counts"].values()))
+        console.print(counts)
+        console.print(f"device-to-device copies: [bold]{s['d2d_copies']:,}[/bold] ({s['d2d_total_ms']:.3f} ms in all)")
+        if s["d2d_by_name"]:
+            t = Table("copy event", "count", show_edge=False)
+            for name, n in list(s["d2d_by_name"].items())[:top]:
+                t.add_row(name, f"{n:,}")
+            console.print(t)
+            b = Table("bytes", "from", "count", "median µs", show_edge=False)
+            for row in s["d2d_by_bytes"][:top]:
+                size = "unknown" if row["bytes"] < 0 else (f"≤{row['bytes']:,}" if row["bytes_src"] == "grid-bound" else f"{row['bytes']:,}")
+                b.add_row(size, row["bytes_src"], f"{row['count']:,}", f"{row['median_us']:.2f}")
+            console.print(b)
+        if s["elementwise_copies_by_name"]:
+            n = sum(s["elementwise_copies_by_name"].values())
+            console.print(f"elementwise copy kernels (not counted as d2d): {n:,}")
+            for name, c in list(s["elementwise_copies_by_name"].items())[:5]:
+                console.print(f"  {c:>7,}  {_short(name)}")
+        if s["annotations"]:
+            console.print(f"annotations: {len(s['annotations']):,} names")
+            for name, c in list(s["annotations"].items())[:top]:
+                console.print(f"  {c:>7,}  {_short(name)}")
+        if s["partial"]:
+            console.print(f"[yellow]partly read:[/yellow] {s['partial']}")
+        for w in s["warnings"]:
+            console.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _short(name: str, width: int = 110) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"

@@ -1,0 +1,155 @@
+"""Copy taxonomy, kept as data: which events are device-to-device copies, and their bytes.
+
+Each pattern says where it was seen. Classification runs on the *unique* names of a table
+(a Categorical), never per event.
+
+Classes:
+- ``d2d``: device-to-device copies — the ones counted in ``d2d_copies``.
+- ``elementwise_copy``: copy kernels that torch / Triton generate; listed on their own,
+  never counted as d2d (they are not memcpy commands, and compile/dtype changes create them).
+- ``memset``: fills (rocclr fill kernels are memsets, not copies).
+- ``other_copy``: host<->device and other memcpy directions.
+- ``""``: not a copy.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from copyprof.events import BYTES_SOURCES
+
+# Kernels that ARE device-to-device memcpy commands.
+D2D_KERNEL_PATTERNS: tuple[tuple[str, str], ...] = (
+    # ROCclr blit kernel used by HIP for every intra-device D2D hipMemcpy*, and for D2D memcpy
+    # nodes in HIP graphs (ROCm/clr rocclr/device/blitcl.cpp, rocblit.cpp). Seen as
+    # `__amd_rocclr_copyBuffer.kd` in rocprofiler-sdk Kineto and rocprofv3 JSON (908 sample,
+    # 3,153 dispatches), `__amd_rocclr_copyBuffer` in rocprofv3 CSV (name formatted, .kd cut).
+    (r"^__amd_rocclr_copyBuffer(Rect)?(Aligned)?(Batch)?(\.kd)?$", "rocclr-blit"),
+    # rocprofiler-sdk Kineto before kineto 03ab8cb0 (2026-03-12) typed SDMA copies as kernels
+    # with these names (KIN RocprofActivity_inl.h; TraceLens util.py notes the same).
+    (r"^MEMORY_COPY_DEVICE_TO_DEVICE$", "sdma-as-kernel"),
+    # CUDA driver memcpy kernel in CUDA-graph replay, measured on H200 torch 2.11 + CUDA 13
+    # (trace-formats.md §1.5.1): bytes = grid.x * 256 * 4. Sibling names are unverified.
+    (r"^memcpy\d*_post$", "cuda-driver-memcpy"),
+)
+ELEMENTWISE_COPY_PATTERNS: tuple[tuple[str, str], ...] = (
+    # torch dtype/stride-changing copies (pytorch aten/src/ATen/native/cuda/Copy.cu); seen in
+    # H200 captures of a bf16->fp32 `copy_` (vllm-and-kimi.md §5.1).
+    (r"direct_copy_kernel", "torch-elementwise"),
+    (r"CatArrayBatchedCopy", "torch-cat"),
+    # Inductor: `triton_poi_fused_copy__0` (H200, torch.compile writing into a buffer).
+    (r"^triton_\w*_fused_\w*copy", "triton-copy"),
+)
+MEMSET_KERNEL_PATTERNS: tuple[tuple[str, str], ...] = (
+    # ROCclr fill kernels (fillBufferAligned[2D], fillBufferUnAligned): 3,213 in the 908 sample.
+    (r"^__amd_rocclr_fill\w*(\.kd)?$", "rocclr-fill"),
+)
+OTHER_COPY_KERNEL_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"^MEMORY_COPY_(HOST_TO_DEVICE|DEVICE_TO_HOST|HOST_TO_HOST)$", "sdma-as-kernel"),
+)
+D2D_DIRECTIONS = frozenset({"DtoD", "PtoP"})
+
+# Host-side copy ops kept from cpu_op events (CPU-only traces list these per step).
+HOST_COPY_OPS = frozenset({"aten::copy_", "aten::_to_copy", "aten::clone", "aten::contiguous", "aten::to"})
+
+# Graph launches: CUDA runtime/driver and HIP names; nsys appends _v\d+ (stripped by its reader).
+_GRAPH_LAUNCH = re.compile(r"^(cuda|hip|cu)GraphLaunch")
+
+
+def is_graph_launch(name: str) -> bool:
+    return bool(_GRAPH_LAUNCH.match(name))
+
+
+def _compile(patterns: tuple[tuple[str, str], ...]) -> list[re.Pattern[str]]:
+    return [re.compile(p) for p, _ in patterns]
+
+
+_D2D = _compile(D2D_KERNEL_PATTERNS)
+_ELEM = _compile(ELEMENTWISE_COPY_PATTERNS)
+_FILL = _compile(MEMSET_KERNEL_PATTERNS)
+_OTHER = _compile(OTHER_COPY_KERNEL_PATTERNS)
+
+
+def kernel_copy_class(name: str) -> str:
+    if any(p.search(name) for p in _D2D):
+        return "d2d"
+    if any(p.search(name) for p in _ELEM):
+        return "elementwise_copy"
+    if any(p.search(name) for p in _FILL):
+        return "memset"
+    if any(p.search(name) for p in _OTHER):
+        return "other_copy"
+    return ""
+
+
+def copy_class(events: pd.DataFrame) -> pd.Series:
+    """Copy class of every event (see module docstring), as a string Series."""
+    names = events["name"].cat.categories
+    by_name = np.array([kernel_copy_class(n) for n in names], dtype=object)
+    codes = events["name"].cat.codes.to_numpy()
+    kernel_cls = by_name[codes] if len(names) else np.full(len(events), "", dtype=object)
+    kind = events["kind"].to_numpy()
+    out = np.where(kind == "kernel", kernel_cls, "")
+    is_memcpy = kind == "memcpy"
+    d2d_dir = events["copy_dir"].isin(D2D_DIRECTIONS).to_numpy()
+    out = np.where(is_memcpy & d2d_dir, "d2d", out)
+    out = np.where(is_memcpy & ~d2d_dir, "other_copy", out)
+    out = np.where(kind == "memset", "memset", out)
+    return pd.Series(out, index=events.index, dtype=object)
+
+
+def resolve_copy_bytes(events: pd.DataFrame, copy_cls: pd.Series, cus: int | None = None) -> pd.DataFrame:
+    """Fill ``bytes`` of copies that lack them: correlated runtime call, else launch geometry.
+
+    Returns a new frame; ``bytes_src`` says which source gave each value. Geometry:
+    - ``memcpy\\d*_post`` (CUDA): bytes = grid.x * block.x * 4 (measured on H200 with block 256).
+    - ``__amd_rocclr_copyBuffer``: grid work-items = alignUp(min(CUs*512, ceil(bytes/16)), 512)
+      for 16-B aligned copies (workgroup 512; 4-B elements with workgroup 1024). Only an
+      upper bound is known (bytes in (bound - 512*elem, bound]); marked ``grid-bound``. When
+      the grid is saturated (CUs*512 work-items) the size is unknown and stays -1.
+    """
+    ev = events.copy()
+    need = (copy_cls == "d2d").to_numpy() & (ev["bytes"].to_numpy() < 0)
+    if not need.any():
+        return ev
+    src = ev["bytes_src"].astype(object).to_numpy()
+    nbytes = ev["bytes"].to_numpy().copy()
+    # 1) the runtime call with the same correlation id (hipMemcpyAsync rows carry bytes/size).
+    rt = ev[(ev["kind"] == "runtime") & (ev["bytes"] >= 0) & (ev["correlation"] >= 0)]
+    if len(rt):
+        corr_bytes = rt.drop_duplicates("correlation").set_index("correlation")["bytes"]
+        looked = ev["correlation"].map(corr_bytes).to_numpy()
+        take = need & ~np.isnan(looked.astype(float))
+        nbytes[take] = looked[take].astype(np.int64)
+        src[take] = "runtime"
+        need &= ~take
+    # 2) launch geometry.
+    names = ev["name"].astype(str).to_numpy()
+    gx = ev["grid_x"].to_numpy().astype(np.int64)
+    bx = ev["block_x"].to_numpy().astype(np.int64)
+    for i in np.flatnonzero(need & (gx > 0)):
+        name = names[i]
+        if name.startswith("memcpy"):
+            nbytes[i] = gx[i] * (bx[i] if bx[i] > 0 else 256) * 4
+            src[i] = "grid"
+        elif name.startswith("__amd_rocclr_copyBuffer") and "Rect" not in name:
+            wg = bx[i] if bx[i] > 0 else 512
+            work_items = gx[i] * wg
+            if cus and work_items >= cus * wg:
+                continue  # saturated grid: bytes not recoverable
+            nbytes[i] = work_items * (16 if wg == 512 else 4)
+            src[i] = "grid-bound"
+    ev["bytes"] = nbytes
+    ev["bytes_src"] = pd.Categorical(src, categories=BYTES_SOURCES)
+    return ev
+
+
+def bytes_match(nbytes: np.ndarray, bytes_src: np.ndarray, target: int) -> np.ndarray:
+    """Whether each copy's bytes are consistent with a copy of exactly ``target`` bytes."""
+    exact = (nbytes == target) & (bytes_src != "grid-bound")
+    # rocclr aligned blit: bound = alignUp(ceil(target/16), 512) * 16.
+    bound = -(-(-(-target // 16)) // 512) * 512 * 16
+    approx = (bytes_src == "grid-bound") & (nbytes == bound)
+    return exact | approx
