@@ -32,7 +32,8 @@ from copyprof.events import KINDS, Trace, TraceMeta, make_table
 
 KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME, NVTX = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
-ACTIVITY_TABLES: dict[str, str] = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset", RUNTIME: "runtime", NVTX: "annotation"}
+ACTIVITY_TABLES: dict[str, str] = {
+    KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset", RUNTIME: "runtime", NVTX: "annotation"}
 
 # CUpti_ActivityMemcpyKind / CUpti_ActivityMemoryKind; used when the export has no ENUM_* tables
 # (schema 2.x). Same numbers as ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND in schema 3.13.
@@ -102,33 +103,37 @@ class _Reader:
         try:
             self.tables = _tables(self.conn)
         except sqlite3.DatabaseError as exc:
-            hint = " (an .nsys-rep must first be exported: nsys export --type sqlite)" if self.path.endswith((".nsys-rep", ".qdrep")) else ""
+            hint = ""
+            if self.path.endswith((".nsys-rep", ".qdrep")):
+                hint = " (an .nsys-rep must first be exported: nsys export --type sqlite)"
+            elif "malformed" in str(exc):
+                hint = " (the file is truncated or corrupt)"
             raise CopyprofError(f"not a readable SQLite database: {exc}{hint}", path=self.path) from exc
         present = [t for t in ACTIVITY_TABLES if t in self.tables]
         if not present:
             raise CopyprofError(
                 "no Nsight Systems activity tables (CUPTI_ACTIVITY_KIND_KERNEL/MEMCPY/MEMSET/RUNTIME, "
                 "NVTX_EVENTS): not an nsys SQLite export, or one made without CUDA/NVTX tracing", path=self.path)
-        readers: dict[str, Callable[[], _Part]] = {
-            KERNEL: self._kernels, MEMCPY: self._memcpys, MEMSET: self._memsets, RUNTIME: self._runtime, NVTX: self._nvtx}
+        readers: dict[str, Callable[[], _Part]] = {KERNEL: self._kernels, MEMCPY: self._memcpys,
+                                                   MEMSET: self._memsets, RUNTIME: self._runtime, NVTX: self._nvtx}
         parts: list[_Part] = []
-        failed = 0
+        read: list[str] = []
         for table in present:
             try:
                 parts.append(readers[table]())
+                read.append(table)
             except sqlite3.DatabaseError as exc:  # corrupt pages, schema we cannot query
-                failed += 1
                 self.problems.append(f"{table} unreadable ({exc})")
-        if failed == len(present):
+        if not read:
             raise CopyprofError(f"cannot read any activity table: {'; '.join(self.problems)}", path=self.path)
         if self.problems:
             whole = len(present) - len(self.problems)
             self.problems.insert(0, f"read {whole} of {len(present)} activity tables in full")
         if not any(len(p.codes) for p in parts):
             self.warnings.append("the activity tables hold no rows")
-        return self._split(parts, present)
+        return self._split(parts, read)
 
-    def _split(self, parts: list[_Part], present: list[str]) -> list[Trace]:
+    def _split(self, parts: list[_Part], tables_read: list[str]) -> list[Trace]:
         """One Trace per process; ranks from ``MPI Rank N`` thread names, else pid order."""
         keys = np.unique(np.concatenate([p.pid for p in parts] + [np.empty(0, np.int64)]))
         keys = sorted((int(k) for k in keys if k >= 0), key=lambda g: ((g >> 24) & TID_MASK, g))
@@ -149,7 +154,7 @@ class _Reader:
             self.warnings.append(f"{len(keys)} processes in one export: one trace per process, ranks {how}")
             if any((p.pid < 0).any() for p in parts):
                 self.warnings.append("rows without a process id were given to the first process")
-        general = self._general_meta(present)
+        general = self._general_meta(tables_read)
         traces = []
         for i, (key, rank) in enumerate(zip(groups, ranks)):
             sel = [p if key is None else _subset(p, (p.pid == key) | ((p.pid < 0) & (i == 0))) for p in parts]
@@ -180,7 +185,7 @@ class _Reader:
         names = list(index)
         table = make_table(all_codes.reshape(-1).astype(np.int32), [names[i] for i in used], cols)
         table = table.sort_values("start_ns", kind="stable", ignore_index=True)
-        counts = {ACTIVITY_TABLES[t]: 0 for t in general["present"]}
+        counts = {ACTIVITY_TABLES[t]: 0 for t in general["tables_read"]}
         counts.update({k: int(v) for k, v in table["kind"].value_counts().items() if v})
         launch = table["name"].cat.categories.str.startswith(("cudaGraphLaunch", "cuGraphLaunch"))
         is_launch = launch[table["name"].cat.codes.to_numpy()] & (table["kind"] == "runtime").to_numpy()
@@ -217,7 +222,9 @@ class _Reader:
 
         def label(k: list[int]) -> str:
             d = dirs.get(k[0], f"kind{k[0]}")
-            return f"Memcpy {d} ({mems.get(k[1], '?')} -> {mems.get(k[2], '?')})" if k[1] >= 0 and k[2] >= 0 else f"Memcpy {d}"
+            if k[1] < 0 or k[2] < 0:  # srcKind/dstKind not recorded
+                return f"Memcpy {d}"
+            return f"Memcpy {d} ({mems.get(k[1], '?')} -> {mems.get(k[2], '?')})"
 
         names, codes = _intern(a[:, 7:10], label)
         cols = _common(a)
@@ -252,7 +259,7 @@ class _Reader:
         types = self._enum_ids("ENUM_NSYS_EVENT_TYPE", NVTX_RANGE_TYPES)
         a, texts = self._fetch(NVTX, ["start", "end", "globalTid", "textId"], text="text",
                                where=f'"eventType" IN ({",".join(map(str, sorted(types)))})')
-        total = self.conn.execute(f'SELECT COUNT(*) FROM "{NVTX}"').fetchone()[0]
+        total = (self._safe(f'SELECT COUNT(*) FROM "{NVTX}"') or [(0,)])[0][0]
         if total > len(a):
             self.meta_extra["nvtx_non_range_rows_skipped"] = int(total - len(a))
         strings = self._strings(a[:, 3])
@@ -313,7 +320,8 @@ class _Reader:
         if table not in self.tables:
             return {}
         try:
-            return {int(i): str(v) for i, v in self.conn.execute(f'SELECT id, "{column}" FROM "{table}"') if v is not None}
+            rows = self.conn.execute(f'SELECT id, "{column}" FROM "{table}"').fetchall()
+            return {int(i): str(v) for i, v in rows if v is not None}
         except sqlite3.DatabaseError:
             return {}
 
@@ -350,7 +358,7 @@ class _Reader:
                 found.setdefault(int(g) & ~TID_MASK, set()).add(int(m.group(1)))
         return {k: v.pop() for k, v in found.items() if len(v) == 1}
 
-    def _general_meta(self, present: list[str]) -> dict[str, Any]:
+    def _general_meta(self, tables_read: list[str]) -> dict[str, Any]:
         metadata: dict[str, Any] = {}
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if table in self.tables:
@@ -366,13 +374,14 @@ class _Reader:
         if "TARGET_INFO_GPU" in self.tables:
             have = {r[1] for r in self._safe('PRAGMA table_info("TARGET_INFO_GPU")')}
             pick = [c if c in have else "NULL" for c in ("id", "name", "computeMajor", "computeMinor", "smCount")]
-            for gid, name, major, minor, sms in self._safe(f"SELECT {', '.join(pick)} FROM TARGET_INFO_GPU ORDER BY id"):
+            sql = f"SELECT {', '.join(pick)} FROM TARGET_INFO_GPU ORDER BY id"
+            for gid, name, major, minor, sms in self._safe(sql):
                 arch = f"sm_{major}{minor}" if major is not None and minor is not None else ""
                 devices.setdefault(gid, {"name": name or "", "arch": arch, "sms": sms})
         procs: dict[int, str] = {}
         if "PROCESSES" in self.tables:
             procs = {int(g): n for g, n in self._safe("SELECT globalPid, name FROM PROCESSES") if g is not None}
-        return {"metadata": metadata, "devices": list(devices.values()), "procs": procs, "present": present}
+        return {"metadata": metadata, "devices": list(devices.values()), "procs": procs, "tables_read": tables_read}
 
     def _safe(self, sql: str) -> list[tuple[Any, ...]]:
         """Side tables are nice to have: a failure there must not cost the events."""

@@ -1,0 +1,404 @@
+"""Tests for the Nsight Systems SQLite reader.
+
+Two kinds of input:
+* the two public samples in shared/sample_traces (skipped when absent); every expected number
+  below was counted with plain sqlite3 queries against the file (quoted in the comments), not
+  copied from the README;
+* small databases built here from the real nsys DDL (tests/data/nsys_schema_subset.sql, copied
+  from the samples' sqlite_master.sql), because no public export has DtoD/PtoP copies, graph
+  launches or several processes.
+"""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from copyprof.errors import CopyprofError
+from copyprof.readers import nsys_sqlite
+from copyprof.readers.nsys_sqlite import is_nsys, read_nsys
+
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "sample_traces"
+CLOVERLEAF = SAMPLES / "nsys_sqlite_a100_cloverleaf_schema3.13.sqlite"
+SAXPY = SAMPLES / "nsys_sqlite_a100_saxpy_mpi_schema2.9.sqlite"
+SCHEMA = Path(__file__).resolve().parent / "data" / "nsys_schema_subset.sql"
+
+
+def _need(path: Path) -> str:
+    if not path.exists():
+        pytest.skip(f"sample trace {path.name} not present (shared/sample_traces is not checked out)")
+    return str(path)
+
+
+def gtid(pid: int, tid: int | None = None) -> int:
+    """nsys serialized GlobalId as seen in the samples: 1 << 48 | pid << 24 | tid."""
+    return (1 << 48) | (pid << 24) | (pid if tid is None else tid)
+
+
+def gpid(pid: int) -> int:
+    return (1 << 48) | (pid << 24)
+
+
+def _db(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path)
+    conn.executescript(SCHEMA.read_text())
+    return conn
+
+
+def _kernel(conn: sqlite3.Connection, start: int, end: int, corr: int, pid: int, name: int, short: int,
+            graph_node: int | None = None, grid: int = 64, stream: int = 7) -> None:
+    conn.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, contextId, streamId, correlationId, globalPid,"
+        " demangledName, shortName, registersPerThread, gridX, gridY, gridZ, blockX, blockY, blockZ,"
+        " staticSharedMemory, dynamicSharedMemory, localMemoryPerThread, localMemoryTotal, gridId, graphNodeId)"
+        " VALUES (?, ?, 0, 1, ?, ?, ?, ?, ?, 32, ?, 2, 1, 256, 1, 1, 0, 0, 0, 0, 1, ?)",
+        (start, end, stream, corr, gpid(pid), name, short, grid, graph_node))
+
+
+def _runtime(conn: sqlite3.Connection, start: int, end: int, corr: int, pid: int, name: int, cls: int = 0) -> None:
+    conn.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId, nameId,"
+                 " returnValue) VALUES (?, ?, ?, ?, ?, ?, 0)", (start, end, cls, gtid(pid), corr, name))
+
+
+@pytest.fixture
+def handmade(tmp_path: Path) -> str:
+    """One process (pid 4242) doing what LLM decode does and the samples never show."""
+    path = tmp_path / "handmade.sqlite"
+    conn = _db(path)
+    conn.executemany("INSERT INTO StringIds VALUES (?, ?)", [
+        (1, "void copy_kernel<float>(float *, const float *, int)"), (2, "copy_kernel"),
+        (3, ""), (4, "short_only"), (5, "cudaGraphLaunch_v10000"), (6, "cudaMemcpyAsync_v3020"),
+        (7, "cudaLaunchKernel_v7000"), (8, "decode_step"), (9, "cudaMemcpyAsync"), (10, "cudaMemsetAsync_v3020"),
+    ])
+    conn.execute("INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.13.2')")
+    conn.executemany("INSERT INTO TARGET_INFO_GPU (vmId, id, name, smCount, computeMajor, computeMinor)"
+                     " VALUES (?, ?, 'NVIDIA H100 80GB HBM3', 132, 9, 0)", [(1, 1), (1, 0)])
+    conn.execute("INSERT INTO PROCESSES VALUES (?, 4242, 'python3')", (gpid(4242),))
+    # Graph replay (correlation 500): two kernels and one DtoD copy carry graphNodeIds.
+    _runtime(conn, 1000, 1100, 500, 4242, 5)
+    _kernel(conn, 2000, 2500, 500, 4242, 1, 2, graph_node=101)
+    _kernel(conn, 2600, 2700, 500, 4242, 3, 4, graph_node=102, grid=8)  # empty demangled name -> shortName
+    memcpy = ("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, contextId, streamId, correlationId,"
+              " globalPid, bytes, copyKind, srcKind, dstKind, srcDeviceId, dstDeviceId, graphNodeId)"
+              " VALUES (?, ?, ?, 1, 7, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    conn.executemany(memcpy, [
+        (2800, 2900, 0, 500, gpid(4242), 1 << 20, 8, 2, 2, 0, 0, 103),        # DtoD in the graph
+        (3000, 3400, 0, 501, gpid(4242), 4096, 8, 2, 2, 0, 0, None),          # eager DtoD
+        (3500, 4500, 0, 502, gpid(4242), 8 << 20, 10, 2, 2, 0, 1, None),      # PtoP GPU0 -> GPU1
+        (4600, 4700, 0, 503, gpid(4242), 64, 1, 1, 2, None, 0, None),         # HtoD from pinned
+    ])
+    _runtime(conn, 2950, 3300, 501, 4242, 6)
+    _runtime(conn, 2949, 3301, 501, 4242, 9, cls=67)  # CUDA backtrace duplicate: must not count
+    _runtime(conn, 3450, 3600, 502, 4242, 6)
+    _runtime(conn, 4550, 4650, 503, 4242, 6)
+    conn.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET (start, end, deviceId, contextId, streamId, correlationId,"
+                 " globalPid, value, bytes, graphNodeId, memKind) VALUES (4800, 4900, 0, 1, 7, 504, ?, 0, 4096, NULL, 2)",
+                 (gpid(4242),))
+    _runtime(conn, 4750, 4850, 504, 4242, 10)
+    nvtx = "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId) VALUES (?, ?, ?, ?, ?, ?)"
+    conn.executemany(nvtx, [
+        (900, 5000, 59, None, gtid(4242), 8),       # push/pop range named through StringIds
+        (950, 4990, 60, "step 7", gtid(4242), None),  # start/end range with inline text
+        (1500, None, 34, "a mark", gtid(4242), None),  # mark: not a range, not an annotation
+    ])
+    conn.commit()
+    conn.close()
+    return str(path)
+
+
+# ---------------------------------------------------------------- public samples
+def test_cloverleaf_counts() -> None:
+    t, = read_nsys(_need(CLOVERLEAF))
+    ev, meta = t.events, t.meta
+    # SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL -> 1312; MEMCPY -> 279;
+    # RUNTIME -> 3048 (eventClass 0: 3047 runtime calls, 1: one cuModuleGetLoadingMode; no backtrace rows).
+    # No MEMSET and no NVTX_EVENTS table in this export, so those kinds are absent from kind_counts.
+    assert meta.kind_counts == {"kernel": 1312, "memcpy": 279, "runtime": 3048}
+    # SELECT copyKind, srcKind, dstKind, COUNT(*), SUM(bytes) ... GROUP BY 1,2,3
+    #   -> (1, 0, 2, 254, 225065752) and (2, 2, 0, 25, 51200): pageable HtoD and DtoH only.
+    copies = t.of_kind("memcpy")
+    assert copies["copy_dir"].astype(str).value_counts().to_dict() == {"HtoD": 254, "DtoH": 25}
+    assert not copies["copy_dir"].isin(["DtoD", "PtoP"]).any()
+    assert set(copies["name"].astype(str)) == {"Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pageable)"}
+    assert copies.loc[copies.copy_dir == "HtoD", "bytes"].sum() == 225065752
+    assert (copies["bytes_src"] == "event").all()
+    # Runtime names lose the _v suffix: 1312 x cudaLaunchKernel_v7000, 279 x cudaMemcpy_v3020.
+    rt = t.of_kind("runtime")["name"].astype(str).value_counts()
+    assert rt["cudaLaunchKernel"] == 1312 and rt["cudaMemcpy"] == 279
+    # Every kernel's correlationId names one cudaLaunchKernel row (checked with a JOIN: 1312 matches).
+    launches = set(t.of_kind("runtime").query("name == 'cudaLaunchKernel'")["correlation"])
+    assert set(t.of_kind("kernel")["correlation"]) <= launches
+    # Runtime rows live on thread 1701896 = globalTid & 0xFFFFFF (pid 1701896's main thread).
+    assert set(t.of_kind("runtime")["stream"]) == {1701896}
+    # All kernels on deviceId 0, streamId 7; graphNodeId is NULL everywhere -> -1.
+    k = t.of_kind("kernel")
+    assert set(k["device"]) == {0} and set(k["stream"]) == {7} and (k["graph_node_id"] == -1).all()
+    assert meta.graph_launches == 0
+    # TARGET_INFO_GPU: 4 x 'NVIDIA A100-SXM4-80GB', computeMajor 8 / Minor 0, smCount 108.
+    assert meta.devices == [{"name": "NVIDIA A100-SXM4-80GB", "arch": "sm_80", "sms": 108}] * 4
+    assert meta.metadata["nsys_schema"] == "3.13.2"  # META_DATA_EXPORT
+    assert meta.format == "nsys-sqlite" and meta.flavour == "cupti" and meta.ranks == [0]
+    assert meta.partial is None and meta.warnings == []
+    assert (ev["dur_ns"] >= 0).all() and ev["start_ns"].is_monotonic_increasing
+
+
+def test_saxpy_counts_backtrace_rows_and_nvtx() -> None:
+    t, = read_nsys(_need(SAXPY))
+    meta = t.meta
+    # KERNEL 5 rows; MEMCPY 15 rows; MEMSET table present but empty.
+    # RUNTIME 95 rows = 56 (eventClass 0, 'cudaMemcpy_v3020'...) + 1 (class 1, driver)
+    #   + 38 (class 67 'CUDA backtrace' copies such as 'cudaMemcpy', same correlationId) -> 57 kept.
+    # NVTX_EVENTS 24 rows = 22 NvtxPushPopRange (59) + 1 NvtxDomainCreate (75) + 1 NvtxThread (39).
+    assert meta.kind_counts == {"kernel": 5, "memcpy": 15, "memset": 0, "runtime": 57, "annotation": 22}
+    assert meta.metadata["runtime_backtrace_rows_skipped"] == 38
+    assert meta.metadata["nvtx_non_range_rows_skipped"] == 2
+    # copyKind 1 x 10 (2,621,440,000 B), copyKind 2 x 5 (1,310,720,000 B); no DtoD/PtoP.
+    copies = t.of_kind("memcpy")
+    assert copies["copy_dir"].astype(str).value_counts().to_dict() == {"HtoD": 10, "DtoH": 5}
+    assert (copies["copy_dir"] == "DtoD").sum() == 0 and (copies["copy_dir"] == "PtoP").sum() == 0
+    assert copies.groupby("copy_dir", observed=True)["bytes"].sum().to_dict() == {"DtoH": 1310720000, "HtoD": 2621440000}
+    # No backtrace duplicates: each cudaMemcpy correlationId appears once among runtime rows.
+    rt = t.of_kind("runtime")
+    assert rt["correlation"].is_unique
+    assert rt["name"].astype(str).value_counts()["cudaMemcpy"] == 15
+    # Annotation names: text 'saxpy' x5; MPI ranges named through textId: MPI_Send x10 (id 85),
+    # MPI_Recv x5 (68), MPI_Init (59), MPI_Finalize (52).
+    ann = t.of_kind("annotation")
+    assert ann["name"].astype(str).value_counts().to_dict() == {
+        "MPI_Send": 10, "saxpy": 5, "MPI_Recv": 5, "MPI_Init": 1, "MPI_Finalize": 1}
+    assert not ann["on_gpu"].any()
+    # The NvtxThread row says 'MPI Rank 0' (nsys --trace=mpi): rank 0, from the name.
+    assert meta.ranks == [0] and meta.metadata["rank_source"] == "mpi-thread-name"
+    assert meta.metadata["nsys_schema"] == "2.9.1"  # EXPORT_META_DATA (old table name)
+    assert meta.devices == [{"name": "NVIDIA A100-SXM4-40GB", "arch": "sm_80", "sms": 108}]
+    assert meta.metadata["pid"] == 1230493 and meta.metadata["process_name"] == "./saxpy-mpi-cuda"
+    # Kernel rows: demangledName id 670 = 'saxpy(double *, double *, double *, double, int)', grid 2x1x1, block 512.
+    k = t.of_kind("kernel")
+    assert set(k["name"].astype(str)) == {"saxpy(double *, double *, double *, double, int)"}
+    assert set(zip(k.grid_x, k.grid_y, k.grid_z, k.block_x)) == {(2, 1, 1, 512)}
+
+
+@pytest.mark.parametrize("sample", [CLOVERLEAF, SAXPY], ids=["cloverleaf", "saxpy"])
+def test_samples_are_detected(sample: Path) -> None:
+    # Both have StringIds and CUPTI_ACTIVITY_KIND_* tables (format detection rule, trace-formats §5).
+    conn = sqlite3.connect(f"file:{_need(sample)}?mode=ro", uri=True)
+    try:
+        assert is_nsys(conn)
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------- hand-made database
+def test_handmade_dtod_ptop_graph(handmade: str) -> None:
+    t, = read_nsys(handmade)
+    meta, ev = t.meta, t.events
+    # 2 kernels, 4 copies, 1 memset; 6 runtime rows minus 1 backtrace duplicate = 5 (graph launch,
+    # 3 x cudaMemcpyAsync, cudaMemsetAsync); 2 ranges (the mark is dropped).
+    assert meta.kind_counts == {"kernel": 2, "memcpy": 4, "memset": 1, "runtime": 5, "annotation": 2}
+    copies = t.of_kind("memcpy").set_index("start_ns")
+    # copyKind 8 -> DtoD, 10 -> PtoP, 1 -> HtoD, named from srcKind/dstKind labels like Kineto does.
+    assert copies["copy_dir"].astype(str).to_dict() == {2800: "DtoD", 3000: "DtoD", 3500: "PtoP", 4600: "HtoD"}
+    assert copies.loc[2800, "name"] == "Memcpy DtoD (Device -> Device)"
+    assert copies.loc[3500, "name"] == "Memcpy PtoP (Device -> Device)"
+    assert copies.loc[4600, "name"] == "Memcpy HtoD (Pinned -> Device)"
+    assert copies["bytes"].to_dict() == {2800: 1 << 20, 3000: 4096, 3500: 8 << 20, 4600: 64}
+    assert (copies["bytes_src"] == "event").all() and copies["on_gpu"].all()
+    assert copies.loc[2800, "graph_node_id"] == 103 and copies.loc[3000, "graph_node_id"] == -1
+    # Kernels: graphNodeId kept; the empty demangled name falls back to shortName.
+    k = t.of_kind("kernel").set_index("start_ns")
+    assert k["graph_node_id"].to_dict() == {2000: 101, 2600: 102}
+    assert k["name"].astype(str).to_dict() == {2000: "void copy_kernel<float>(float *, const float *, int)",
+                                               2600: "short_only"}
+    assert (k.loc[2000, ["grid_x", "grid_y", "grid_z", "block_x"]].tolist()) == [64, 2, 1, 256]
+    # Graph launch: one cudaGraphLaunch_v10000 row; its correlation (500) joins the graph's GPU work.
+    assert meta.graph_launches == 1
+    launch = t.of_kind("runtime").query("name == 'cudaGraphLaunch'")
+    assert launch["correlation"].tolist() == [500]
+    assert len(ev[(ev.correlation == 500) & ev.on_gpu]) == 3
+    # The backtrace row (class 67, 'cudaMemcpyAsync' corr 501) is gone; the real one remains once.
+    assert (t.of_kind("runtime")["correlation"] == 501).sum() == 1
+    assert set(t.of_kind("runtime")["stream"]) == {4242}  # thread id from globalTid
+    # Memset keeps its bytes and names the memory kind.
+    ms = t.of_kind("memset")
+    assert ms["name"].tolist() == ["Memset (Device)"] and ms["bytes"].tolist() == [4096]
+    # NVTX: COALESCE(text, StringIds[textId]); host-side annotations.
+    ann = t.of_kind("annotation")
+    assert sorted(ann["name"].astype(str)) == ["decode_step", "step 7"] and not ann["on_gpu"].any()
+    assert ann.set_index("name")["dur_ns"].to_dict() == {"decode_step": 4100, "step 7": 4040}
+    # TARGET_INFO_GPU rows ordered by id; compute 9.0 -> sm_90.
+    assert meta.devices == [{"name": "NVIDIA H100 80GB HBM3", "arch": "sm_90", "sms": 132}] * 2
+    assert meta.metadata["nsys_schema"] == "3.13.2" and meta.metadata["process_name"] == "python3"
+    assert meta.ranks == [0] and meta.partial is None
+
+
+def test_fixed_copy_kinds_without_enum_tables(handmade: str) -> None:
+    # Schema 2.x exports have no ENUM_* tables: the fixed CUPTI numbers must give the same answer.
+    conn = sqlite3.connect(handmade)
+    conn.executescript("DROP TABLE ENUM_CUDA_MEMCPY_OPER; DROP TABLE ENUM_CUDA_MEM_KIND;"
+                       " DROP TABLE ENUM_NSYS_EVENT_CLASS; DROP TABLE ENUM_NSYS_EVENT_TYPE;")
+    conn.close()
+    t, = read_nsys(handmade)
+    assert sorted(t.of_kind("memcpy")["copy_dir"].astype(str)) == ["DtoD", "DtoD", "HtoD", "PtoP"]
+    assert t.meta.kind_counts["runtime"] == 5 and t.meta.kind_counts["annotation"] == 2
+
+
+def _two_processes(tmp_path: Path, rank_names: dict[int, int] | None) -> str:
+    path = tmp_path / "two.sqlite"
+    conn = _db(path)
+    conn.executemany("INSERT INTO StringIds VALUES (?, ?)", [(1, "k"), (2, "cudaLaunchKernel_v7000")])
+    for pid, t0 in ((200, 100), (100, 200)):  # pid 200 written first: order must come from the pid
+        _kernel(conn, t0 + 10, t0 + 20, pid, pid, 1, 1)
+        _runtime(conn, t0, t0 + 5, pid, pid, 2)
+    for pid, rank in (rank_names or {}).items():
+        conn.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid) VALUES (0, 39, ?, ?)",
+                     (f"MPI Rank {rank}", gtid(pid)))
+    conn.commit()
+    conn.close()
+    return str(path)
+
+
+def test_several_processes_pid_order(tmp_path: Path) -> None:
+    # No MPI rank names: one trace per globalPid, ranks 0..n-1 by pid, and a warning says so.
+    traces = read_nsys(_two_processes(tmp_path, None))
+    assert [t.meta.metadata["pid"] for t in traces] == [100, 200]
+    assert [t.meta.ranks for t in traces] == [[0], [1]]
+    for t in traces:
+        # All five activity tables exist in the schema, so every kind is counted, empty ones as 0.
+        assert t.meta.kind_counts == {"kernel": 1, "memcpy": 0, "memset": 0, "runtime": 1, "annotation": 0}
+        assert set(t.events["rank"]) == set(t.meta.ranks)
+        assert any("2 processes" in w and "process-id order" in w for w in t.meta.warnings)
+    assert traces[0].events["correlation"].tolist() == [100, 100]
+
+
+def test_several_processes_mpi_rank_names(tmp_path: Path) -> None:
+    # nsys --trace=mpi names threads 'MPI Rank N': that beats pid order (pid 100 is rank 1 here).
+    traces = read_nsys(_two_processes(tmp_path, {100: 1, 200: 0}))
+    assert [(t.meta.metadata["pid"], t.meta.ranks) for t in traces] == [(100, [1]), (200, [0])]
+    assert all(t.meta.metadata["rank_source"] == "mpi-thread-name" for t in traces)
+
+
+def test_empty_activity_tables_give_empty_trace(tmp_path: Path) -> None:
+    # A real nsys schema with no rows (e.g. nothing ran on the GPU) is valid: empty table + warning.
+    path = tmp_path / "schema_only.sqlite"
+    _db(path).close()
+    t, = read_nsys(str(path))
+    assert len(t.events) == 0
+    assert t.meta.kind_counts == {"kernel": 0, "memcpy": 0, "memset": 0, "runtime": 0, "annotation": 0}
+    assert any("no rows" in w for w in t.meta.warnings)
+
+
+def test_corrupt_table_keeps_earlier_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Runtime rows are written last, so their leaf pages are the file's last pages; garbling the
+    # final pages breaks the runtime scan part way. Rows before the damage must be kept, other
+    # tables read in full, and meta.partial must say what happened.
+    path = tmp_path / "corrupt.sqlite"
+    conn = _db(path)
+    conn.execute("INSERT INTO StringIds VALUES (1, 'k'), (2, 'cudaLaunchKernel_v7000')")
+    _kernel(conn, 10, 20, 1, 7, 1, 1)
+    conn.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, correlationId,"
+                     " nameId, returnValue) VALUES (?, ?, 0, ?, ?, 2, 0)",
+                     [(i, i + 1, gtid(7), i) for i in range(20000)])
+    conn.commit()
+    conn.close()
+    data = bytearray(path.read_bytes())
+    data[-3 * 4096:] = b"\xff" * (3 * 4096)
+    path.write_bytes(bytes(data))
+    monkeypatch.setattr(nsys_sqlite, "_CHUNK", 500)  # small fetches so the damage is met mid-table
+    t, = read_nsys(str(path))
+    assert t.meta.kind_counts["kernel"] == 1
+    assert 0 < t.meta.kind_counts["runtime"] < 20000
+    assert t.meta.partial is not None and "CUPTI_ACTIVITY_KIND_RUNTIME stopped after" in t.meta.partial
+
+
+def test_unreadable_table_is_reported_not_fatal(handmade: str) -> None:
+    # One activity "table" that cannot be queried (here a view over a missing table): the other
+    # four are kept, the broken kind is left out of kind_counts, and meta.partial names it.
+    conn = sqlite3.connect(handmade)
+    conn.executescript("DROP TABLE CUPTI_ACTIVITY_KIND_MEMSET;"
+                       " CREATE VIEW CUPTI_ACTIVITY_KIND_MEMSET AS SELECT * FROM gone;")
+    conn.close()
+    t, = read_nsys(handmade)
+    assert t.meta.kind_counts == {"kernel": 2, "memcpy": 4, "runtime": 5, "annotation": 2}
+    assert t.meta.partial is not None
+    assert t.meta.partial.startswith("read 4 of 5 activity tables in full")
+    assert "CUPTI_ACTIVITY_KIND_MEMSET unreadable" in t.meta.partial
+
+
+def test_all_tables_unreadable(tmp_path: Path) -> None:
+    path = tmp_path / "broken.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);"
+                       " CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT * FROM gone;")
+    conn.close()
+    with pytest.raises(CopyprofError, match="cannot read any activity table"):
+        read_nsys(str(path))
+
+
+def test_path_with_uri_characters(handmade: str, tmp_path: Path) -> None:
+    # The read-only URI must escape '#', '?', '%' and spaces in the file name.
+    odd = tmp_path / "run #1 ?50% done.sqlite"
+    odd.write_bytes(Path(handmade).read_bytes())
+    assert read_nsys(str(odd))[0].meta.kind_counts["memcpy"] == 4
+
+
+# ---------------------------------------------------------------- bad input
+def test_text_file_with_sqlite_extension(tmp_path: Path) -> None:
+    path = tmp_path / "trace.sqlite"
+    path.write_text("this is not a database\n" * 100)
+    with pytest.raises(CopyprofError, match="not a readable SQLite database") as err:
+        read_nsys(str(path))
+    assert "\n" not in str(err.value) and err.value.path == str(path)
+
+
+def test_zero_byte_file(tmp_path: Path) -> None:
+    # SQLite opens a 0-byte file as an empty database: no tables -> not an nsys export.
+    path = tmp_path / "empty.sqlite"
+    path.write_bytes(b"")
+    with pytest.raises(CopyprofError, match="no Nsight Systems activity tables"):
+        read_nsys(str(path))
+
+
+def test_empty_sqlite_database(tmp_path: Path) -> None:
+    path = tmp_path / "empty_db.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 1")  # writes a valid header, no tables
+    conn.close()
+    with pytest.raises(CopyprofError, match="no Nsight Systems activity tables"):
+        read_nsys(str(path))
+
+
+def test_database_without_nsys_tables(tmp_path: Path) -> None:
+    # e.g. a rocpd database or any other SQLite file: StringIds alone does not make an nsys export.
+    path = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);"
+                       "CREATE TABLE rocpd_metadata (tag TEXT, value TEXT);")
+    assert not is_nsys(conn)
+    conn.close()
+    with pytest.raises(CopyprofError, match="no Nsight Systems activity tables"):
+        read_nsys(str(path))
+
+
+def test_truncated_export(tmp_path: Path) -> None:
+    # Half of the cloverleaf file: SQLite cannot even read its schema -> one-line CopyprofError.
+    data = Path(_need(CLOVERLEAF)).read_bytes()
+    path = tmp_path / "half.sqlite"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CopyprofError, match="malformed"):
+        read_nsys(str(path))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(CopyprofError):
+        read_nsys(str(tmp_path / "nope.sqlite"))
+
+
+def test_is_nsys_on_non_database(tmp_path: Path) -> None:
+    path = tmp_path / "x.sqlite"
+    path.write_text("plain text")
+    conn = sqlite3.connect(path)
+    try:
+        assert not is_nsys(conn)
+    finally:
+        conn.close()
