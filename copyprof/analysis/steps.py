@@ -1,0 +1,244 @@
+"""Split a trace into engine steps on the GPU timeline.
+
+Rules, tried in order; the one used is named in every report:
+
+1. ``annotation``: step ranges (vLLM ``execute_context_…``, SGLang ``step[…]``,
+   ``ProfilerStep#N``; grammars in taxonomy/annotations.py) projected onto GPU work through the
+   correlation ids of the runtime calls the CPU range issued (kernel launches, memcpys, the
+   graph launch). CPU times are never used as GPU boundaries: on ROCm, graph kernels may run
+   as a burst after the CPU marker (sglang #31545). When no correlations exist, the
+   ``gpu_user_annotation`` projection of the same range is used.
+2. ``graph-launch``: each ``cudaGraphLaunch``/``hipGraphLaunch`` correlation group is a step.
+3. ``idle-gap``: no markers and no correlations (rocprofv3 CSV without markers): GPU work is cut
+   at the idle gaps that stand out (the largest jump in the sorted gap sizes), and the
+   segments whose event count is the modal one are the repeating decode steps.
+A trace with no GPU events (vLLM on the CPU) uses ``cpu-annotation``: the annotation ranges
+themselves, with the host-side copy ops inside them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from copyprof.taxonomy.annotations import GRAMMARS, parse_step
+from copyprof.taxonomy.copies import is_graph_launch
+
+GPU_KINDS = ("kernel", "memcpy", "memset")
+
+
+@dataclass
+class Steps:
+    """Steps of one trace. ``table`` has one row per step, in time order:
+    step, label, tokens, is_decode (True/False/None), start_ns, end_ns, span_ns, period_ns,
+    n_events. ``step_of`` maps each event row (positional) to its step or -1."""
+
+    rule: str
+    table: pd.DataFrame
+    step_of: np.ndarray
+    device: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def decode(self) -> pd.DataFrame:
+        return self.table[self.table["is_decode"].eq(True)]
+
+
+def segment(events: pd.DataFrame) -> Steps:
+    gpu_mask = events["on_gpu"].to_numpy() & events["kind"].isin(GPU_KINDS).to_numpy()
+    if not gpu_mask.any():
+        return _cpu_annotation_steps(events)
+    device = int(events.loc[gpu_mask, "device"].value_counts().idxmax())
+    gpu_mask &= events["device"].to_numpy() == device
+    for rule in (_annotation_steps, _graph_launch_steps, _idle_gap_steps):
+        found = rule(events, gpu_mask, device)
+        if found is not None:
+            return found
+    return Steps("none", _empty_table(), np.full(len(events), -1), device, ["no steps could be found"])
+
+
+def _empty_table() -> pd.DataFrame:
+    return pd.DataFrame(columns=["step", "label", "tokens", "is_decode", "start_ns", "end_ns", "span_ns", "period_ns", "n_events"])
+
+
+def _step_annotations(events: pd.DataFrame, on_gpu: bool) -> tuple[pd.DataFrame, str] | tuple[None, None]:
+    ann = events[(events["kind"] == "annotation") & (events["on_gpu"] == on_gpu)]
+    if ann.empty:
+        return None, None
+    names = ann["name"].cat.remove_unused_categories() if hasattr(ann["name"], "cat") else ann["name"]
+    parsed = {str(n): parse_step(str(n)) for n in names.unique()}
+    grammars = {p.grammar for p in parsed.values() if p is not None}
+    if not grammars:
+        return None, None
+    best = min(grammars, key=lambda g: (GRAMMARS[g], g))
+    family = {"vllm", "vllm-detailed"} if best.startswith("vllm") else {best}
+    keep = [n for n, p in parsed.items() if p is not None and p.grammar in family]
+    sel = ann[ann["name"].astype(str).isin(keep)].sort_values("start_ns")
+    return sel, best
+
+
+def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> Steps | None:
+    cpu_ann, grammar = _step_annotations(events, on_gpu=False)
+    step_of = np.full(len(events), -1, dtype=np.int64)
+    notes: list[str] = []
+    if cpu_ann is not None:
+        rt = events[(events["kind"] == "runtime") & (events["correlation"] >= 0)]
+        ann_pos = {idx: i for i, idx in enumerate(cpu_ann.index)}
+        corr_parts: list[pd.Series] = []
+        for tid, group in rt.groupby("stream", sort=False):
+            mine = cpu_ann[cpu_ann["stream"] == tid]
+            if mine.empty:
+                continue
+            order = np.argsort(group["start_ns"].to_numpy(), kind="stable")
+            starts = group["start_ns"].to_numpy()[order]
+            rt_step = np.full(len(order), -1, dtype=np.int64)
+            lo = np.searchsorted(starts, mine["start_ns"].to_numpy(), side="left")
+            hi = np.searchsorted(starts, (mine["start_ns"] + mine["dur_ns"]).to_numpy(), side="left")
+            for a, b, idx in zip(lo, hi, mine.index):
+                rt_step[a:b] = np.where(rt_step[a:b] < 0, ann_pos[idx], rt_step[a:b])
+            keep = rt_step >= 0
+            corr_parts.append(pd.Series(rt_step[keep], index=group["correlation"].to_numpy()[order][keep]))
+        if corr_parts:
+            corr_step = pd.concat(corr_parts)
+            corr_step = corr_step[~corr_step.index.duplicated()]
+            mapped = events["correlation"].map(corr_step).to_numpy()
+            ok = gpu_mask & ~np.isnan(mapped.astype(float))
+            step_of[ok] = mapped[ok].astype(np.int64)
+        if (step_of >= 0).any():
+            return _finish("annotation", grammar, cpu_ann, events, step_of, device, notes)
+    gpu_ann, grammar = _step_annotations(events, on_gpu=True)
+    if gpu_ann is None:
+        return None
+    gpu_ann = gpu_ann[gpu_ann["device"].isin([device, -1])] if (gpu_ann["device"] >= 0).any() else gpu_ann
+    starts = events["start_ns"].to_numpy()
+    for i, (s, d) in enumerate(zip(gpu_ann["start_ns"].to_numpy(), gpu_ann["dur_ns"].to_numpy())):
+        inside = gpu_mask & (starts >= s) & (starts < s + d) & (step_of < 0)
+        step_of[inside] = i
+    if not (step_of >= 0).any():
+        return None
+    notes.append("GPU work assigned by gpu_user_annotation ranges (no launch correlations in the trace)")
+    return _finish("annotation", grammar, gpu_ann, events, step_of, device, notes)
+
+
+def _finish(rule: str, grammar: str, ann: pd.DataFrame, events: pd.DataFrame, step_of: np.ndarray,
+            device: int, notes: list[str]) -> Steps:
+    labels = ann["name"].astype(str).tolist()
+    infos = [parse_step(n) for n in labels]
+    decode = [i.is_decode if i else None for i in infos]
+    if grammar == "profiler-step":
+        notes.append("ProfilerStep ranges say nothing about the batch: decode is assumed and tokens are inferred")
+        decode = [True if d is None else d for d in decode]
+    table = _build_table(events, step_of, labels, [i.tokens if i else None for i in infos], decode)
+    return Steps(f"{rule} ({grammar})", table, step_of, device, notes)
+
+
+def _graph_launch_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> Steps | None:
+    rt = events[(events["kind"] == "runtime") & (events["correlation"] >= 0)]
+    launches = rt[[is_graph_launch(str(n)) for n in rt["name"]]] if len(rt) else rt
+    if launches.empty:
+        return None
+    launches = launches.sort_values("start_ns")
+    corr_step = {int(c): i for i, c in enumerate(launches["correlation"])}
+    mapped = events["correlation"].map(corr_step).to_numpy()
+    step_of = np.full(len(events), -1, dtype=np.int64)
+    ok = gpu_mask & ~np.isnan(mapped.astype(float))
+    if not ok.any():
+        return None
+    step_of[ok] = mapped[ok].astype(np.int64)
+    n = len(launches)
+    table = _build_table(events, step_of, [str(x) for x in launches["name"]], [None] * n, [True] * n)
+    notes = ["each graph launch is taken as one decode step (no step annotations); tokens are inferred"]
+    return Steps("graph-launch", table, step_of, device, notes)
+
+
+def _idle_gap_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> Steps | None:
+    idx = np.flatnonzero(gpu_mask)
+    if len(idx) < 4:
+        return None
+    order = idx[np.argsort(events["start_ns"].to_numpy()[idx], kind="stable")]
+    starts = events["start_ns"].to_numpy()[order]
+    ends = starts + events["dur_ns"].to_numpy()[order]
+    gaps = starts[1:] - np.maximum.accumulate(ends)[:-1]
+    cut = _gap_threshold(gaps)
+    if cut is None:
+        return None
+    boundaries = np.flatnonzero(gaps >= cut) + 1
+    seg_id = np.zeros(len(order), dtype=np.int64)
+    seg_id[boundaries] = 1
+    seg_id = np.cumsum(seg_id)
+    sizes = np.bincount(seg_id)
+    modal = int(np.bincount(sizes).argmax())
+    step_of = np.full(len(events), -1, dtype=np.int64)
+    step_of[order] = seg_id
+    n = len(sizes)
+    table = _build_table(events, step_of, [f"segment {i}" for i in range(n)], [None] * n, list(sizes == modal))
+    notes = [f"no step markers or launch correlations: GPU work cut at idle gaps >= {cut / 1e3:.1f} µs; "
+             f"{int((sizes == modal).sum())} of {n} segments have the repeating size of {modal} events and are "
+             "taken as decode steps"]
+    return Steps("idle-gap", table, step_of, device, notes)
+
+
+def _gap_threshold(gaps: np.ndarray) -> float | None:
+    """The gap size at the largest relative jump among the larger gaps."""
+    g = np.sort(gaps[gaps > 0])[::-1].astype(float)
+    if len(g) < 3:
+        return None
+    top = g[: max(3, len(g) // 3)]
+    ratios = top[:-1] / np.maximum(top[1:], 1.0)
+    k = int(np.argmax(ratios))
+    if ratios[k] < 3.0:
+        return None  # no gap stands out: no step structure to find
+    return float(top[k])
+
+
+def _build_table(events: pd.DataFrame, step_of: np.ndarray, labels: list[str], tokens: list[int | None],
+                 is_decode: list[bool | None]) -> pd.DataFrame:
+    sel = step_of >= 0
+    starts = events["start_ns"].to_numpy()[sel]
+    ends = starts + events["dur_ns"].to_numpy()[sel]
+    ids = step_of[sel]
+    n = len(labels)
+    first = np.full(n, np.iinfo(np.int64).max)
+    last = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(first, ids, starts)
+    np.maximum.at(last, ids, ends)
+    count = np.bincount(ids, minlength=n)
+    table = pd.DataFrame({
+        "step": np.arange(n), "label": labels, "tokens": pd.array(tokens, dtype="Int64"),
+        "is_decode": pd.array(is_decode, dtype="boolean"), "start_ns": first, "end_ns": last, "n_events": count,
+    })
+    table = table[table["n_events"] > 0].sort_values("start_ns").reset_index(drop=True)
+    table["span_ns"] = table["end_ns"] - table["start_ns"]
+    nxt_start = table["start_ns"].shift(-1)
+    nxt_decode = table["is_decode"].shift(-1).fillna(False).astype(bool)
+    table["period_ns"] = (nxt_start - table["start_ns"]).where(nxt_decode & table["is_decode"].fillna(False).astype(bool))
+    return table
+
+
+def _cpu_annotation_steps(events: pd.DataFrame) -> Steps:
+    ann, grammar = _step_annotations(events, on_gpu=False)
+    step_of = np.full(len(events), -1, dtype=np.int64)
+    if ann is None:
+        return Steps("none", _empty_table(), step_of, -1, ["no GPU events and no step annotations"])
+    starts = events["start_ns"].to_numpy()
+    host = (events["kind"] == "cpu_op").to_numpy()
+    for i, (s, d, tid) in enumerate(zip(ann["start_ns"], ann["dur_ns"], ann["stream"])):
+        inside = host & (starts >= s) & (starts < s + d) & (events["stream"].to_numpy() == tid)
+        step_of[inside] = i
+    labels = ann["name"].astype(str).tolist()
+    infos = [parse_step(n) for n in labels]
+    table = pd.DataFrame({
+        "step": np.arange(len(ann)), "label": labels,
+        "tokens": pd.array([i.tokens if i else None for i in infos], dtype="Int64"),
+        "is_decode": pd.array([i.is_decode if i else None for i in infos], dtype="boolean"),
+        "start_ns": ann["start_ns"].to_numpy(), "end_ns": (ann["start_ns"] + ann["dur_ns"]).to_numpy(),
+        "n_events": np.bincount(step_of[step_of >= 0], minlength=len(ann)),
+    })
+    table["span_ns"] = table["end_ns"] - table["start_ns"]
+    nxt = table["start_ns"].shift(-1)
+    both = table["is_decode"].fillna(False).astype(bool) & table["is_decode"].shift(-1).fillna(False).astype(bool)
+    table["period_ns"] = (nxt - table["start_ns"]).where(both)
+    notes = ["CPU-only trace: steps are the CPU annotation ranges; no device copies can exist here, "
+             "host-side copy ops (aten::copy_ …) are listed instead"]
+    return Steps(f"cpu-annotation ({grammar})", table, step_of, -1, notes)

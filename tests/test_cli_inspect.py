@@ -1,0 +1,83 @@
+"""`copyprof inspect`: the JSON contract and the one-line error behaviour, as a user runs it."""
+from __future__ import annotations
+
+import gzip
+
+from tests.conftest import cli_json, run_cli
+
+CONTRACT = {"path", "format", "flavour", "ranks", "counts", "d2d_copies", "d2d_by_name", "annotations", "graph_launches"}
+
+
+def test_json_contract_on_vllm_decode_sample(samples):
+    out = cli_json("inspect", str(samples / "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz"))
+    [f] = out["files"]
+    assert CONTRACT <= set(f)
+    assert set(f["counts"]) == {"kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op"}
+    assert all(isinstance(v, int) for v in f["counts"].values())
+    # 9 `Memcpy DtoD` ops precede the graph; one hipGraphLaunch (counted with stdlib json).
+    assert f["d2d_copies"] == 9 and f["d2d_by_name"] == {"Memcpy DtoD (Device -> Device)": 9}
+    assert f["graph_launches"] == 1 and f["format"] == "kineto" and f["flavour"] == "roctracer"
+    assert f["ranks"] == [0]
+    assert list(f["annotations"].values()) == [1]
+
+
+def test_inspect_directory_reads_every_trace(samples):
+    out = cli_json("inspect", str(samples))
+    formats = sorted(f["format"] for f in out["files"])
+    # 5 Kineto files, 1 rocprofv3 JSON, 2 nsys SQLite exports.
+    assert formats.count("kineto") == 5
+    assert formats.count("rocprofv3-json") == 1
+    assert formats.count("nsys-sqlite") == 2
+
+
+def _one_line_error(proc, fragment: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("copyprof: error:"), proc.stderr
+    assert fragment in lines[0]
+
+
+def test_bad_inputs_give_one_line_errors(tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    _one_line_error(run_cli("inspect", str(empty)), "empty.json: empty file")
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{\"traceEvents\": [{\"ph\": ")
+    _one_line_error(run_cli("inspect", str(bad)), "bad.json")
+
+    unknown = tmp_path / "notes.txt"
+    unknown.write_text("hello, world\n")
+    _one_line_error(run_cli("inspect", str(unknown)), "unknown trace format")
+
+    broken_gz = tmp_path / "t.json.gz"
+    broken_gz.write_bytes(gzip.compress(b"{\"traceEvents\": []}")[:10])
+    _one_line_error(run_cli("inspect", str(broken_gz)), "t.json.gz")
+
+    nodir = tmp_path / "empty_dir"
+    nodir.mkdir()
+    (nodir / "run.json").write_text("{}")
+    _one_line_error(run_cli("inspect", str(nodir)), "no trace found in directory")
+
+    _one_line_error(run_cli("inspect", str(tmp_path / "missing.json")), "no such file")
+
+    rep = tmp_path / "capture.nsys-rep"
+    rep.write_bytes(b"\x00\x01binary")
+    _one_line_error(run_cli("inspect", str(rep)), "nsys export --type sqlite")
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    empty = tmp_path / "empty.json"
+    empty.write_bytes(b"")
+    proc = run_cli("--debug", "inspect", str(empty))
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_partial_file_is_reported_not_fatal(samples, tmp_path):
+    data = (samples / "kineto_cupti_a100_cudagraph_rank0.json.gz").read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    [f] = cli_json("inspect", str(cut))["files"]
+    assert f["partial"] and "gzip stream ends" in f["partial"]
+    assert 0 < f["counts"]["kernel"] < 6080
