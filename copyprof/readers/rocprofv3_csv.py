@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from copyprof.errors import CopyprofError
-from copyprof.events import COLUMNS, Trace, TraceMeta, empty_table, make_table
+from copyprof.events import BYTES_SOURCES, COLUMNS, KINDS, Trace, TraceMeta, empty_table, make_table
 from copyprof.readers.source import BlockStream, is_gzip
 
 DOMAINS = ("kernel_trace", "memory_copy_trace", "hip_api_trace", "marker_api_trace",
@@ -78,17 +78,16 @@ def part(kind: str | np.ndarray, names: Any, start: np.ndarray, end: np.ndarray,
     out: dict[str, Any] = {"name": np.asarray(names, dtype=object), "start_ns": start,
                            "dur_ns": np.maximum(np.asarray(end, np.int64) - start, 0),
                            "negative_dur": int((np.asarray(end, np.int64) < start).sum())}
-    out["kind"] = np.full(n, kind, dtype=object) if isinstance(kind, str) else kind
+    out["kind"] = kind  # string columns stay scalars when uniform: cheap categorical codes later
     for c in COLUMNS:
         if c in ("kind", "name", "start_ns", "dur_ns"):
             continue
         v = cols.get(c)
         if v is None:
-            v = {"on_gpu": False, "bytes_src": "none", "copy_dir": ""}.get(c, -1)
-        out[c] = np.full(n, v, dtype=object if isinstance(v, str) else None) if np.isscalar(v) else v
-    b = np.asarray(out["bytes"], np.int64)
+            v = {"on_gpu": False, "bytes_src": "none", "copy_dir": "", "rank": 0}.get(c, -1)
+        out[c] = np.full(n, v) if np.isscalar(v) and not isinstance(v, str) else v
     if "bytes" in cols:
-        out["bytes_src"] = np.where(b >= 0, "event", "none").astype(object)
+        out["bytes_src"] = np.where(np.asarray(out["bytes"], np.int64) >= 0, "event", "none").astype(object)
     return out
 
 
@@ -98,9 +97,30 @@ def assemble(parts: list[dict[str, Any]]) -> pd.DataFrame:
     if not parts:
         return empty_table()
     names = np.concatenate([p["name"] for p in parts])
-    codes, uniques = pd.factorize(pd.Series(names, dtype=object).fillna("").astype(str))
-    cols = {c: np.concatenate([np.asarray(p[c]) for p in parts]) for c in COLUMNS if c != "name"}
+    codes, uniques = pd.factorize(names)
+    if (codes < 0).any():  # a missing name: give it the empty string
+        codes, uniques = pd.factorize(np.where(codes < 0, "", names).astype(object))
+    strings = {"kind": KINDS, "bytes_src": BYTES_SOURCES, "copy_dir": None}
+    cols: dict[str, Any] = {c: _categorical(parts, c, strings[c]) for c in strings}
+    cols.update({c: np.concatenate([np.asarray(p[c]) for p in parts])
+                 for c in COLUMNS if c != "name" and c not in strings})
     return make_table(codes.astype(np.int32), [str(u) for u in uniques], cols)
+
+
+def _categorical(parts: list[dict[str, Any]], col: str, categories: tuple[str, ...] | None) -> pd.Categorical:
+    """One string column as a Categorical, built from per-part scalars or arrays without
+    hashing a million identical strings."""
+    values = [p[col] for p in parts]
+    if categories is None:
+        seen: set[str] = set()
+        for v in values:
+            seen |= {v} if isinstance(v, str) else set(pd.unique(np.asarray(v, dtype=object)))
+        categories = tuple(sorted(seen))
+    index = {c: i for i, c in enumerate(categories)}
+    codes = [np.full(len(p["start_ns"]), index[v], np.int16) if isinstance(v, str)
+             else pd.Categorical(np.asarray(v, dtype=object), categories=categories).codes.astype(np.int16)
+             for p, v in zip(parts, values)]
+    return pd.Categorical.from_codes(np.concatenate(codes), categories=list(categories))
 
 
 def finish_meta(meta: TraceMeta, events: pd.DataFrame, parts: list[dict[str, Any]]) -> Trace:
@@ -195,7 +215,7 @@ def _load(path: str) -> tuple[pd.DataFrame, str, str | None]:
         tail = data[cut:]
         if cut and tail.strip() and not _tail_ok(tail, header):
             data = data[:cut]
-            note = f"{name}: the last line is cut off and was dropped"
+            note = f"{note or name}: the last line is cut off and was dropped"
     wanted = _WANTED[domain]
     try:
         df = pd.read_csv(io.BytesIO(data) if data is not None else path, engine="c",
@@ -232,14 +252,20 @@ def _ints(df: pd.DataFrame, col: str, path: str, required: bool = False) -> np.n
     if s.dtype.kind in "iu":
         return s.to_numpy().astype(np.int64)
     text = s.astype(str).str.strip()
-    num = pd.to_numeric(text.where(text != ""), errors="coerce")
-    bad = num.isna() & ((text != "") | required)
-    bad |= num.notna() & (num % 1 != 0)
+    empty = (text == "").to_numpy() | s.isna().to_numpy()
+    # Parse only the filled cells so they stay int64 (ns clocks exceed float's 2**53).
+    num = pd.to_numeric(text[~empty], errors="coerce")
+    bad = np.zeros(len(s), bool)
+    bad[~empty] = (num.isna() | ((num % 1) != 0)).to_numpy()
+    if required:
+        bad |= empty
     if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        what = "missing" if pd.isna(s.iloc[i]) or text.iloc[i] == "" else f"{s.iloc[i]!r}, not an integer"
+        i = int(np.flatnonzero(bad)[0])
+        what = "missing" if empty[i] else f"{s.iloc[i]!r}, not an integer"
         raise CopyprofError(f"line {i + 2}: {col} is {what}", path=path)
-    return num.fillna(-1).to_numpy().astype(np.int64)
+    out = np.full(len(s), -1, np.int64)
+    out[~empty] = num.to_numpy().astype(np.int64)
+    return out
 
 
 # ----------------------------------------------------------------------------- agents
@@ -288,8 +314,9 @@ class _Agents:
         return self.by_node.get(key[1], self.by_logical.get(key[1], -1))
 
     def map(self, column: pd.Series) -> np.ndarray:
-        uniq, inv = np.unique(column.astype(str).to_numpy(), return_inverse=True)
-        return np.array([self.device(_agent_key(u)) for u in uniq], np.int64)[inv]
+        codes, uniq = pd.factorize(column)  # hash a few distinct agents, not sort a million
+        dev = np.array([self.device(_agent_key(u)) for u in uniq] + [-1], np.int64)
+        return dev[codes]  # code -1 (missing) picks the trailing -1
 
 
 def _device_side(direction: pd.Series) -> tuple[np.ndarray, np.ndarray]:

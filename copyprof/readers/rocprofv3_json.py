@@ -31,22 +31,22 @@ class _S(msgspec.Struct, gc=False):
     """Base: no GC tracking (records hold no cycles)."""
 
 
-class Handle(_S, frozen=True):
+class Handle(msgspec.Struct, frozen=True, gc=False):  # frozen: usable as a default
     handle: int = 0
 
 
-class Dim3(_S, frozen=True):
+class Dim3(msgspec.Struct, frozen=True, gc=False):  # frozen: usable as a default
     x: int = -1
     y: int = -1
     z: int = -1
 
 
-class Corr(_S, frozen=True):
+class Corr(msgspec.Struct, frozen=True, gc=False):  # frozen: usable as a default
     internal: int = -1
     external: int = 0
 
 
-class DispatchInfo(_S, frozen=True):
+class DispatchInfo(msgspec.Struct, frozen=True, gc=False):  # frozen: usable as a default
     agent_id: Handle = Handle()
     queue_id: Handle = Handle()
     kernel_id: int = -1
@@ -170,7 +170,7 @@ def read_rocprofv3_json(path: str) -> list[Trace]:
     except msgspec.ValidationError as exc:
         raise CopyprofError(f"not a rocprofv3 results JSON: {exc}", path=path) from exc
     except msgspec.DecodeError as exc:
-        raise CopyprofError(f"invalid or truncated JSON ({exc}); read {len(data) / 1e6:.1f} MB",
+        raise CopyprofError(f"invalid or truncated JSON ({exc}) in {len(data):,} bytes",
                             path=path) from exc
     del data
     if not root.processes:
@@ -207,7 +207,9 @@ def _process(path: str, proc: Process) -> Trace:
         skipped += len(kd) - len(keep)
         kd = keep
     if kd:
-        sym = {s.kernel_id: s.formatted_kernel_name or s.kernel_name for s in proc.kernel_symbols}
+        # formatted = demangled with ".kd" stripped (rocprofv3's default display name)
+        sym = {s.kernel_id: s.formatted_kernel_name or s.kernel_name.removesuffix(".kd")
+               for s in proc.kernel_symbols}
         unknown = {r.dispatch_info.kernel_id for r in kd} - sym.keys()
         if unknown:
             warnings.append(f"{len(unknown)} kernel ids have no kernel_symbols entry")
@@ -265,6 +267,7 @@ def _process(path: str, proc: Process) -> Trace:
     if md.node is not None:
         metadata.update(hostname=md.node.hostname, machine_id=md.node.machine_id,
                         os=f"{md.node.system_name} {md.node.release}".strip())
+    metadata = {k: v for k, v in metadata.items() if v not in (None, "", -1)}
     metadata["stream_field"] = "stream_id" if use_stream else "queue_id"
     meta = TraceMeta(path=path, format="rocprofv3-json", flavour="rocprofiler-sdk", ranks=[0],
                      devices=devices, metadata=metadata, warnings=warnings)
