@@ -1,0 +1,88 @@
+"""Removable cost of the direct-return patch, from a census.
+
+The patch (vLLM #50592 / #50847) returns the projection instead of copying it into a
+caller-owned buffer, so it removes exactly the post-projection copies of its scope. Removable
+time per step is the median over steps of those copies' summed kernel time (p10/p90 given).
+In graph replay the copy's slot also holds a dispatch gap (idle time until the next kernel),
+so a second estimate adds that gap: issue 4 calibrates which one an A/B supports.
+Copies of other sites (KDA placement, all-reduce staging, metadata) are never removable.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from copyprof.analysis.census import Census
+
+SCOPES: dict[str, tuple[str, ...]] = {"mla": ("mla",), "kda": ("kda",), "all": ("mla", "kda")}
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else float("nan")
+
+
+def estimate(census: Census) -> list[dict[str, Any]]:
+    ps = census.per_step
+    if ps.empty:
+        return []
+    period = ps["period_ns"].dropna().to_numpy(dtype=float) / 1e6
+    period_med = float(np.median(period)) if len(period) else float("nan")
+    out = []
+    for scope, kinds in SCOPES.items():
+        count = sum(ps[f"post_{k}"].to_numpy() for k in kinds)
+        kernel = sum(ps[f"post_{k}_ms"].to_numpy() for k in kinds)
+        gaps = sum(ps[f"post_{k}_gap_ms"].to_numpy() for k in kinds)
+        removable = float(np.median(kernel))
+        with_gap = float(np.median(kernel + gaps))
+        out.append({
+            "patch": "direct-return",
+            "scope": scope,
+            "removed_per_step": int(np.median(count)),
+            "removable_ms": removable,
+            "removable_p10_ms": _pct(kernel, 10),
+            "removable_p90_ms": _pct(kernel, 90),
+            "removable_with_gap_ms": with_gap,
+            "removable_pct": 100.0 * removable / period_med if period_med == period_med and period_med > 0 else None,
+            "period_with_patch_ms": period_med - removable if period_med == period_med else None,
+        })
+    return out
+
+
+def copy_speed(census: Census, peak_gbps: float | None) -> list[dict[str, Any]]:
+    """Per-site per-copy µs and achieved GB/s: is the copy launch- or bandwidth-bound?
+
+    A copy that reaches under a quarter of the device's peak bandwidth is spending its time
+    on launch and ramp-up, not on moving bytes (the threshold is a rule of thumb, stated).
+    """
+    cp = census.copies
+    if cp.empty:
+        return []
+    n_steps = max(1, cp["step"].nunique())
+    rows = []
+    for (site, nbytes, src), g in cp.groupby(["site", "bytes", cp["bytes_src"].astype(str)], sort=False):
+        us = g["dur_ns"].to_numpy(dtype=float) / 1e3
+        med_us = float(np.median(us))
+        gbps = nbytes / (med_us * 1e3) if nbytes > 0 and med_us > 0 else None
+        bound = None
+        if gbps is not None and peak_gbps:
+            bound = "bandwidth" if gbps >= 0.25 * peak_gbps else "launch/latency"
+        layers = g["layer"][g["layer"] > 0]
+        rows.append({
+            "site": site, "bytes": int(nbytes), "bytes_src": src, "per_step": len(g) / n_steps,
+            "median_us": med_us, "ms_per_step": float(us.sum()) / 1e3 / n_steps,
+            "achieved_gbps": gbps, "peak_gbps": peak_gbps, "bound": bound,
+            "where": _where(site, layers),
+        })
+    order = {"mla": 0, "kda": 1, "post-proj": 2, "allreduce-staging": 3, "other": 4}
+    return sorted(rows, key=lambda r: (order.get(r["site"], 9), -r["per_step"]))
+
+
+def _where(site: str, layers: pd.Series) -> str:
+    if site in ("mla", "kda"):
+        return f"{site.upper()} layers, after o_proj"
+    if layers.empty:
+        return "not placed (no attribution)"
+    lo, hi = int(layers.min()), int(layers.max())
+    return f"layer {lo}" if lo == hi else f"layers {lo}–{hi}"

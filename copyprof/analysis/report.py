@@ -1,0 +1,167 @@
+"""The report facade: one run (a run directory or trace files) → the figures every renderer shows.
+
+Stateless analyzers (steps → census → estimate) run per rank; the headline comes from one
+rank (rank 0 unless asked), and per-rank counts are compared so disagreement is said aloud.
+The returned dict is the ``runs[i]`` object of the ``report --format json`` contract (README),
+plus extra keys renderers use.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from copyprof.analysis.census import Census, take_census
+from copyprof.analysis.estimate import copy_speed, estimate
+from copyprof.analysis.steps import Steps, segment
+from copyprof.errors import CopyprofError
+from copyprof.events import Trace
+from copyprof.models import ModelLayout
+from copyprof.taxonomy.devices import device_cus, device_label, peak_gbps
+
+
+@dataclass
+class RankAnalysis:
+    rank: int
+    trace: Trace
+    steps: Steps
+    census: Census
+
+
+def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = False) -> RankAnalysis:
+    steps = segment(trace.events)
+    census = take_census(trace.events, steps, layout, cus=device_cus(trace.meta.devices), all_steps=all_steps)
+    return RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census)
+
+
+def _median(values: pd.Series | np.ndarray) -> float | None:
+    arr = pd.to_numeric(pd.Series(values), errors="coerce").dropna().to_numpy(dtype=float)
+    return float(np.median(arr)) if len(arr) else None
+
+
+def _int_median(values: pd.Series) -> int:
+    m = _median(values)
+    return int(round(m)) if m is not None else 0
+
+
+def per_step_medians(ra: RankAnalysis) -> dict[str, Any]:
+    ps = ra.census.per_step
+    decode = ra.steps.decode
+    host = _host_copies(ra)
+    if ps.empty:
+        tokens = _median(decode["tokens"]) if len(decode) else None
+        return {
+            "tokens": int(tokens) if tokens is not None else None,
+            "period_ms": _ms(_median(decode["period_ns"])) if len(decode) else None,
+            "gpu_span_ms": _ms(_median(decode["span_ns"])) if len(decode) else None,
+            "copies": 0, "other": 0, "post_proj": {"mla": 0, "kda": 0, "total": 0},
+            "post_proj_ms": {"mla": 0.0, "kda": 0.0, "total": 0.0}, "other_ms": 0.0, "host_copies": host,
+        }
+    tokens = _median(ps["tokens"])
+    return {
+        "tokens": int(tokens) if tokens is not None else None,
+        "period_ms": _ms(_median(ps["period_ns"])),
+        "gpu_span_ms": _ms(_median(ps["span_ns"])),
+        "copies": _int_median(ps["copies"]),
+        "other": _int_median(ps["other"]),
+        "post_proj": {"mla": _int_median(ps["post_mla"]), "kda": _int_median(ps["post_kda"]),
+                      "total": _int_median(ps["post_total"])},
+        "post_proj_ms": {"mla": _median(ps["post_mla_ms"]), "kda": _median(ps["post_kda_ms"]),
+                         "total": _median(ps["post_total_ms"])},
+        "other_ms": _median(ps["other_ms"]),
+        "post_proj_gap_ms": {"mla": _median(ps["post_mla_gap_ms"]), "kda": _median(ps["post_kda_gap_ms"])},
+        "host_copies": host,
+    }
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
+def _host_copies(ra: RankAnalysis) -> int | None:
+    """Median host-side copy ops per counted step (CPU-only traces)."""
+    if ra.steps.device >= 0:
+        return None
+    ev = ra.trace.events
+    steps = set(ra.steps.decode["step"])
+    mask = (ev["kind"] == "cpu_op").to_numpy() & np.isin(ra.steps.step_of, list(steps))
+    counts = pd.Series(ra.steps.step_of[mask]).value_counts().reindex(list(steps), fill_value=0)
+    return int(np.median(counts)) if len(counts) else 0
+
+
+def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, rank: int | None = None,
+                all_steps: bool = False) -> dict[str, Any]:
+    rank_traces = [t for t in traces if t.meta.role == "rank"]
+    if not rank_traces:
+        raise CopyprofError("no per-rank trace found (only the vLLM API-process trace?)", path=path)
+    analyses = sorted((analyze_rank(t, layout, all_steps) for t in rank_traces), key=lambda a: a.rank)
+    ranks = sorted({a.rank for a in analyses})
+    head_rank = rank if rank is not None else ranks[0]
+    heads = [a for a in analyses if a.rank == head_rank]
+    if not heads:
+        raise CopyprofError(f"rank {head_rank} is not in this run (ranks: {ranks})", path=path)
+    head = heads[0]
+    meta = head.trace.meta
+    decode_n = len(head.census.per_step) if not head.census.per_step.empty else len(head.steps.decode)
+    out: dict[str, Any] = {
+        "path": path,
+        "format": meta.format,
+        "flavour": meta.flavour,
+        "ranks": ranks,
+        "layout": _layout_json(layout),
+        "steps": {"decode": int(decode_n), "excluded": int(len(head.steps.table) - decode_n), "rule": head.steps.rule},
+        "per_step": per_step_medians(head),
+        "estimate": estimate(head.census) if layout is not None else [],
+        "headline_rank": head_rank,
+        "device": device_label(meta.devices),
+        "peak_gbps": peak_gbps(meta.devices),
+        "sites": copy_speed(head.census, peak_gbps(meta.devices)),
+        "attribution": head.census.attribution,
+        "notes": head.steps.notes + head.census.notes,
+        "rank_agreement": _rank_agreement(analyses),
+        "by_rank": {str(a.rank): per_step_medians(a) for a in analyses},
+        "metadata": _run_metadata(path, meta.metadata),
+        "warnings": [w for t in rank_traces for w in t.meta.warnings] + [f"{t.meta.path}: partly read: {t.meta.partial}" for t in rank_traces if t.meta.partial],
+    }
+    if decode_n == 0:
+        out["notes"].append("no pure-decode steps found: figures are empty (try --all-steps)")
+    return out
+
+
+def _rank_agreement(analyses: list[RankAnalysis]) -> dict[str, Any]:
+    if len(analyses) < 2:
+        return {"agree": True, "message": "one rank"}
+    keys = ("copies", "post_total", "post_mla", "post_kda")
+    sig = {}
+    for a in analyses:
+        ps = a.census.per_step
+        sig[a.rank] = tuple(_int_median(ps[k]) if not ps.empty else 0 for k in keys)
+    distinct = set(sig.values())
+    if len(distinct) == 1:
+        return {"agree": True, "message": f"per-step copy counts agree on all {len(analyses)} ranks"}
+    detail = "; ".join(f"rank {r}: {dict(zip(keys, s))}" for r, s in sorted(sig.items()))
+    return {"agree": False, "message": f"per-step copy counts differ between ranks — {detail}"}
+
+
+def _layout_json(layout: ModelLayout | None) -> dict[str, Any] | None:
+    if layout is None:
+        return None
+    return {"name": layout.name, "layers": layout.layers, "mla_layers": len(layout.mla_layers),
+            "kda_layers": len(layout.kda_layers), "hidden": layout.hidden, "dtype_bytes": layout.dtype_bytes}
+
+
+def _run_metadata(path: str, trace_meta: dict[str, Any]) -> dict[str, Any]:
+    """run.json (when the run is a copyprof run directory) merged over the trace's metadata."""
+    out = {k: v for k, v in trace_meta.items() if isinstance(v, (str, int, float, bool)) or k == "distributedInfo"}
+    run_json = os.path.join(path, "run.json") if os.path.isdir(path) else None
+    if run_json and os.path.isfile(run_json):
+        try:
+            with open(run_json, encoding="utf-8") as fh:
+                out["run"] = json.load(fh)
+        except (OSError, ValueError) as exc:
+            out["run_json_error"] = str(exc)
+    return out

@@ -1,0 +1,97 @@
+"""``copyprof report RUN [CANDIDATE]``: decode-step copy census, attribution, estimate (and A/B)."""
+from __future__ import annotations
+
+import os
+
+import click
+from rich.console import Console
+
+from copyprof.analysis.report import analyze_run
+from copyprof.cli.main import cli
+from copyprof.cli.progress import reading_progress
+from copyprof.errors import CopyprofError
+from copyprof.load import discover, read_source
+from copyprof.models import ModelLayout, load_layout
+from copyprof.render.report_text import render_csv, render_json, render_markdown, render_terminal
+
+
+def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps: bool) -> dict:
+    sources = discover([path])
+    traces = []
+    with reading_progress(len(sources)) as advance:
+        for src in sources:
+            advance(src.path)
+            traces.extend(read_source(src))
+    return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps)
+
+
+@cli.command("report")
+@click.argument("runs", nargs=-1, required=True, type=click.Path())
+@click.option("--model", "model", help="Model layout: a preset (see `copyprof models`), a config.json or a model directory.")
+@click.option("--rank", type=int, default=None, help="Rank whose figures head the report (default: the lowest, normally 0).")
+@click.option("--by-rank", is_flag=True, help="Show every rank's per-step figures.")
+@click.option("--all-steps", is_flag=True, help="Count every step, not only pure-decode ones.")
+@click.option("--labels", help="Comma-separated names for the runs (default: baseline,candidate or the paths).")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table", show_default=True)
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write plots to FILE.png or FILE.svg.")
+def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_rank: bool, all_steps: bool,
+               labels: str | None, fmt: str, plot_path: str | None) -> None:
+    """Census of device-to-device copies per decode step, MLA/KDA attribution and removable cost.
+
+    RUNS is one run (a run directory, a vLLM profile directory or trace files), or a baseline
+    and a candidate to compare.
+    """
+    if len(runs) > 2:
+        raise CopyprofError("report takes one run, or a baseline and a candidate")
+    layout = load_layout(model) if model else None
+    names = _labels(labels, runs)
+    results = [_load_run(r, layout, rank, all_steps) for r in runs]
+    comparison = None
+    extra_tables, extra_md = [], []
+    if len(results) == 2:
+        from copyprof.analysis.compare import compare_runs
+        from copyprof.render.compare_render import comparison_markdown, comparison_tables
+
+        comparison = compare_runs(results[0], results[1], runs)
+        extra_tables = comparison_tables(comparison, names)
+        extra_md = [comparison_markdown(comparison, names)]
+    if plot_path:
+        from copyprof.render.report_plots import write_plots
+
+        write_plots(plot_path, results, runs, names, comparison)
+    if fmt == "json":
+        click.echo(render_json(results, comparison))
+    elif fmt == "markdown":
+        click.echo(render_markdown(results, labels=names, by_rank=by_rank, extra=extra_md), nl=False)
+    elif fmt == "csv":
+        click.echo(render_csv(results, labels=names, by_rank=by_rank), nl=False)
+    else:
+        render_terminal(results, Console(), labels=names, by_rank=by_rank, extra_tables=extra_tables)
+
+
+def _labels(labels: str | None, runs: tuple[str, ...]) -> list[str]:
+    if labels:
+        names = [s.strip() for s in labels.split(",")]
+        if len(names) != len(runs):
+            raise CopyprofError(f"--labels names {len(names)} runs but {len(runs)} were given")
+        return names
+    if len(runs) == 2:
+        return ["baseline", "candidate"]
+    return [os.path.basename(os.path.normpath(runs[0])) or runs[0]]
+
+
+@cli.command("models")
+def models_cmd() -> None:
+    """List model layout presets."""
+    from copyprof.models import PRESETS
+
+    for p in PRESETS.values():
+        mla = p.mla_layers
+        click.echo(f"{p.name:<22} {p.layers:>3} layers  hidden {p.hidden:<5}  MLA {len(mla):>2} (layers {_ranges(mla)})  "
+                   f"KDA {len(p.kda_layers):>2}  {p.hf_id or ''}")
+
+
+def _ranges(layers: list[int]) -> str:
+    if len(layers) > 6:
+        return f"{layers[0]}, {layers[1]}, …, {layers[-2]}, {layers[-1]}"
+    return ", ".join(map(str, layers))
