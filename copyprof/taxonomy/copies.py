@@ -114,7 +114,7 @@ def resolve_copy_bytes(events: pd.DataFrame, copy_cls: pd.Series, cus: int | Non
     need = (copy_cls == "d2d").to_numpy() & (ev["bytes"].to_numpy() < 0)
     if not need.any():
         return ev
-    src = ev["bytes_src"].astype(object).to_numpy()
+    src = ev["bytes_src"].astype(object).to_numpy(copy=True)
     nbytes = ev["bytes"].to_numpy().copy()
     # 1) the runtime call with the same correlation id (hipMemcpyAsync rows carry bytes/size).
     rt = ev[(ev["kind"] == "runtime") & (ev["bytes"] >= 0) & (ev["correlation"] >= 0)]
