@@ -21,7 +21,8 @@ dur_ns          int64     duration in ns (>= 0)
 correlation     int64     launch correlation id joining a runtime call to its GPU work (-1)
 external_id     int64     Kineto "External id" linking to CPU ops (-1)
 bytes           int64     bytes moved by a copy / memset (-1 unknown)
-bytes_src       category  where ``bytes`` came from: event | runtime | grid | grid-bound | none
+bytes_src       category  where ``bytes`` came from: event | runtime | grid | grid-bound | layout | none
+                          (layout: a size-less copy attributed as [N, hidden] by its place, not measured)
 grid_x..z       int32     launch grid in blocks (workgroups) (-1); see ``grid_unit`` in meta
 block_x..z      int32     block / workgroup size in threads (-1)
 graph_id        int64     CUDA/HIP graph id when the trace records it (-1)
@@ -38,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op")
-BYTES_SOURCES: tuple[str, ...] = ("none", "event", "runtime", "grid", "grid-bound")
+BYTES_SOURCES: tuple[str, ...] = ("none", "event", "runtime", "grid", "grid-bound", "layout")
 
 _INT_COLUMNS: dict[str, str] = {
     "rank": "int32",

@@ -20,7 +20,7 @@ from copyprof.models import ModelLayout
 from copyprof.taxonomy.anchors import anchor_kind, is_allreduce
 from copyprof.taxonomy.copies import bytes_match, copy_class, resolve_copy_bytes
 
-COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "layer"]
+COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "layer", "next_kernel"]
 
 
 @dataclass
@@ -55,6 +55,12 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
         verdicts.append(verdict)
         cp = group[group["cls"] == "d2d"].copy()
         cp["site"], cp["layer"] = sites, layers
+        cp["next_kernel"] = _next_kernel_names(group, cp.index)
+        if verdict.get("method") == "neighbours" and n_tok:
+            # Attributed by place, not size: the layout says what they must be; say so.
+            implied = np.isin(np.asarray(sites), ["mla", "kda", "post-proj"]) & (cp["bytes"].to_numpy() < 0)
+            cp.loc[implied, "bytes"] = layout.post_proj_bytes(n_tok)
+            cp["bytes_src"] = cp["bytes_src"].astype(object).where(~implied, "layout")
         cp["pos"] = np.arange(len(cp))
         rows.append(cp)
         per_step.append(_step_figures(step_id, n_tok, cp))
@@ -93,21 +99,27 @@ def _tokens(table: pd.DataFrame, gpu: pd.DataFrame, layout: ModelLayout | None) 
 
 
 def _infer_tokens(copies: pd.DataFrame, layout: ModelLayout) -> int | None:
-    """N whose [N, hidden] copy size is the one most often seen (exact or grid-bound)."""
+    """N whose [N, hidden] copy size is seen most often. Exact sizes (bytes == N*hidden*dtype)
+    win over rocclr grid bounds, which a smaller copy of another site can also fit."""
     per_token = layout.hidden * layout.dtype_bytes
-    votes: dict[int, int] = {}
+    exact: dict[int, int] = {}
+    bound: dict[int, int] = {}
     for (nbytes, src), n in copies.groupby(["bytes", copies["bytes_src"].astype(str)]).size().items():
         if nbytes <= 0:
             continue
         if src != "grid-bound":
             if nbytes % per_token == 0:
-                votes[nbytes // per_token] = votes.get(nbytes // per_token, 0) + n
+                exact[nbytes // per_token] = exact.get(nbytes // per_token, 0) + n
             continue
         fits = [t for t in range(max(1, (nbytes - 8192) // per_token), nbytes // per_token + 1)
                 if bytes_match(np.array([nbytes]), np.array(["grid-bound"]), t * per_token)[0]]
         if len(fits) == 1:
+            votes = exact if fits[0] * per_token == nbytes else bound
             votes[fits[0]] = votes.get(fits[0], 0) + n
-    return max(votes, key=votes.get) if votes else None
+    for votes in (exact, bound):
+        if votes:
+            return max(votes, key=lambda t: (votes[t], t))
+    return None
 
 
 def _classify_step(group: pd.DataFrame, layout: ModelLayout | None, n_tok: int | None) -> tuple[list[str], list[int], dict]:

@@ -60,8 +60,12 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[dict[str, Any]]:
     if cp.empty:
         return []
     n_steps = max(1, cp["step"].nunique())
+    # Copies of unknown size are told apart by the kernel that follows them (their place in
+    # the layer); copies of known size by their size.
+    sizeless = (cp["bytes"] < 0) | (cp["bytes_src"].astype(str) == "layout")
+    neighbour = cp["next_kernel"].where(sizeless, "")
     rows = []
-    for (site, nbytes, src), g in cp.groupby(["site", "bytes", cp["bytes_src"].astype(str)], sort=False):
+    for (site, nbytes, src, nxt), g in cp.groupby(["site", "bytes", cp["bytes_src"].astype(str), neighbour], sort=False):
         us = g["dur_ns"].to_numpy(dtype=float) / 1e3
         med_us = float(np.median(us))
         gbps = nbytes / (med_us * 1e3) if nbytes > 0 and med_us > 0 else None
@@ -74,6 +78,7 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[dict[str, Any]]:
             "median_us": med_us, "ms_per_step": float(us.sum()) / 1e3 / n_steps,
             "achieved_gbps": gbps, "peak_gbps": peak_gbps, "bound": bound,
             "where": _where(site, layers),
+            "neighbour": nxt,
         })
     order = {"mla": 0, "kda": 1, "post-proj": 2, "allreduce-staging": 3, "other": 4}
     return sorted(rows, key=lambda r: (order.get(r["site"], 9), -r["per_step"]))

@@ -125,11 +125,41 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         "rank_agreement": _rank_agreement(analyses),
         "by_rank": {str(a.rank): per_step_medians(a) for a in analyses},
         "metadata": _run_metadata(path, meta.metadata),
+        "step_series": _step_series(head),
+        "timeline": _timeline(head),
         "warnings": [w for t in rank_traces for w in t.meta.warnings] + [f"{t.meta.path}: partly read: {t.meta.partial}" for t in rank_traces if t.meta.partial],
     }
     if decode_n == 0:
         out["notes"].append("no pure-decode steps found: figures are empty (try --all-steps)")
     return out
+
+
+def _step_series(ra: RankAnalysis) -> dict[str, list[float]]:
+    """Per-step values of the headline rank (for A/B statistics and plots; not in the JSON contract)."""
+    ps = ra.census.per_step
+    if ps.empty:
+        dec = ra.steps.decode
+        return {"period_ms": (dec["period_ns"].astype(float) / 1e6).tolist(), "span_ms": (dec["span_ns"].astype(float) / 1e6).tolist()}
+    return {
+        "period_ms": (ps["period_ns"].astype(float) / 1e6).tolist(),
+        "span_ms": (ps["span_ns"].astype(float) / 1e6).tolist(),
+        "post_proj_ms": ps["post_total_ms"].tolist(),
+    }
+
+
+def _timeline(ra: RankAnalysis) -> pd.DataFrame | None:
+    """GPU ops of the first counted step with a `site` column (plots)."""
+    if ra.census.per_step.empty:
+        return None
+    step = int(ra.census.per_step["step"].iloc[0])
+    ev = ra.trace.events
+    mask = (ra.steps.step_of == step) & ev["on_gpu"].to_numpy()
+    ops = ev.loc[mask, ["start_ns", "dur_ns", "name"]].copy()
+    ops["name"] = ops["name"].astype(str)
+    cp = ra.census.copies[ra.census.copies["step"] == step]
+    site = dict(zip(cp["start_ns"], cp["site"].map(lambda s: s if s in ("mla", "kda") else "other-copy")))
+    ops["site"] = ops["start_ns"].map(site).fillna("")
+    return ops.sort_values("start_ns").reset_index(drop=True)
 
 
 def _rank_agreement(analyses: list[RankAnalysis]) -> dict[str, Any]:

@@ -47,6 +47,8 @@ def sites_table(run: dict[str, Any]) -> TableData:
     t = TableData("sites", "Copy sites", ["site", "bytes", "per step", "µs/copy", "ms/step", "GB/s", "bound", "where"])
     for s in run["sites"]:
         size = f"≤{s['bytes']:,}" if s["bytes_src"] == "grid-bound" else (f"{s['bytes']:,}" if s["bytes"] >= 0 else "?")
+        if s["bytes_src"] == "layout":
+            size += " (layout)"
         gbps = "–" if s["achieved_gbps"] is None else f"{s['achieved_gbps']:.0f}"
         t.rows.append([s["site"], size, f"{s['per_step']:.2f}".rstrip("0").rstrip("."), f"{s['median_us']:.2f}",
                        fmt_ms(s["ms_per_step"]), gbps, s["bound"] or "–", s["where"]])

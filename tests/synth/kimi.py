@@ -57,8 +57,10 @@ def blit_grid(nbytes: int, cus: int = 256) -> int:
     return -(-items // 512) * 512
 
 
-def decode_step_kernels(p: Profile, rng: np.random.Generator) -> list[tuple[str, float, int]]:
-    """(name, duration µs, bytes or -1) for one decode step's graph, in order."""
+def decode_step_kernels(p: Profile, rng: np.random.Generator, removed: tuple[str, ...] = ()) -> list[tuple[str, float, int]]:
+    """(name, duration µs, bytes or -1) for one decode step's graph, in order.
+
+    ``removed``: layer kinds whose post-projection copy the direct-return patch removed."""
     k3 = PRESETS["kimi-k3"]
     post_bytes = p.tokens * k3.hidden * 2
     placement_bytes = p.tokens * 12 * 128 * 2
@@ -71,7 +73,11 @@ def decode_step_kernels(p: Profile, rng: np.random.Generator) -> list[tuple[str,
         else:
             out += [(KDA_ANCHOR, 18.0, -1), (COPY, 5.6, placement_bytes), (GEMM_KDA, 12.0, -1)]
             copy_us = p.kda_copy_us
-        out += [(ALLREDUCE, 8.0, -1), (COPY, copy_us * rng.uniform(0.98, 1.02), post_bytes), (ATTN_RES, 2.0, -1)]
+        noisy_us = copy_us * rng.uniform(0.98, 1.02)
+        out.append((ALLREDUCE, 8.0, -1))
+        if kind not in removed:
+            out.append((COPY, noisy_us, post_bytes))
+        out.append((ATTN_RES, 2.0, -1))
         out += [("MoeSortingKernel", 6.0, -1), ("fused_moe_mxfp4_kernel", 180.0, -1), (ALLREDUCE, 8.0, -1)]
     return out
 
@@ -88,7 +94,7 @@ def prefill_step_kernels(tokens: int) -> list[tuple[str, float, int]]:
     return out
 
 
-def _timeline(p: Profile, steps: int, seed: int) -> list[dict]:
+def _timeline(p: Profile, steps: int, seed: int, removed: tuple[str, ...] = ()) -> list[dict]:
     """Ops in time order: dicts with step, phase (prefill|decode|sampler|meta), name, ts/dur µs, bytes."""
     rng = np.random.default_rng(seed)
     ops: list[dict] = []
@@ -104,20 +110,23 @@ def _timeline(p: Profile, steps: int, seed: int) -> list[dict]:
             ops.append({"step": s, "phase": "meta", "name": COPY, "ts": t, "dur": 2.5, "bytes": nbytes})
             t += 6.0
         t += 20.0
-        for name, dur, nbytes in decode_step_kernels(p, rng):
+        for name, dur, nbytes in decode_step_kernels(p, rng, removed):
             ops.append({"step": s, "phase": "decode", "name": name, "ts": t, "dur": dur, "bytes": nbytes})
             t += dur + 0.9
         t += 40.0
         for name in SAMPLER:
             ops.append({"step": s, "phase": "sampler", "name": name, "ts": t, "dur": 3.0, "bytes": -1})
             t += 12.0
-        t = start + p.period_ms * 1000.0 * rng.uniform(0.999, 1.001)
+        # The period shrinks by what was removed: the copies and their dispatch gaps (0.9 µs).
+        saved = sum((p.mla_copy_us if k == "mla" else p.kda_copy_us) + 0.9
+                    for k in PRESETS["kimi-k3"].layer_kinds if k in removed)
+        t = start + (p.period_ms * 1000.0 - saved) * rng.uniform(0.999, 1.001)
     return ops
 
 
-def write_kineto(path: Path, p: Profile, steps: int = 12, seed: int = 0) -> Path:
+def write_kineto(path: Path, p: Profile, steps: int = 12, seed: int = 0, removed: tuple[str, ...] = ()) -> Path:
     """rocprofiler-sdk-flavoured Kineto trace of one prefill and `steps` decode steps."""
-    ops = _timeline(p, steps, seed)
+    ops = _timeline(p, steps, seed, removed)
     events: list[dict] = []
     corr = 100
     tid, pid = 4242, 4242
@@ -175,10 +184,11 @@ KERNEL_HEADER = ["Kind", "Agent_Id", "Queue_Id", "Stream_Id", "Thread_Id", "Disp
                  "Grid_Size_X", "Grid_Size_Y", "Grid_Size_Z"]
 
 
-def write_rocprofv3_csv(directory: Path, p: Profile, steps: int = 12, seed: int = 0) -> Path:
+def write_rocprofv3_csv(directory: Path, p: Profile, steps: int = 12, seed: int = 0,
+                        removed: tuple[str, ...] = ()) -> Path:
     """A rocprofv3 `--kernel-trace` CSV directory (no markers, no API trace) of the same timeline."""
     directory.mkdir(parents=True, exist_ok=True)
-    ops = _timeline(p, steps, seed)
+    ops = _timeline(p, steps, seed, removed)
     names: dict[str, int] = {}
     with open(directory / "4242_kernel_trace.csv", "w", newline="") as fh:
         w = csv.writer(fh, quoting=csv.QUOTE_ALL)

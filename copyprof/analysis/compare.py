@@ -1,0 +1,138 @@
+"""Baseline vs candidate: what copies the candidate removed, and what an A/B measured.
+
+Sign convention (matches analysis/stats.py): savings are baseline − candidate, positive when
+the candidate is faster. ``estimate_ms`` comes from the baseline's census for the scope the
+candidate actually removed (24 MLA copies gone and 69 KDA left → scope "mla"); the measured
+effect is the Hodges–Lehmann shift of the per-step periods with a rank-based 95 % interval.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from copyprof.analysis.stats import ShiftResult, shift_estimate
+from copyprof.analysis.verdict import estimator_check, verdict
+
+POST_SITES = ("mla", "kda", "post-proj")
+
+
+def site_key(s: dict[str, Any]) -> tuple[int, str]:
+    """Identity of a copy site across arms: measured size, or place (next kernel) when the
+    trace gave no size (a layout-implied size is not a measurement and is not compared)."""
+    nbytes = -1 if s.get("bytes_src") == "layout" else int(s["bytes"])
+    return nbytes, str(s.get("neighbour", ""))
+
+
+def _site_counts(run: dict[str, Any], post_keys: set[tuple[int, str]] | None = None) -> dict[tuple[str, int, str], float]:
+    """Per-step copies by (family, bytes, neighbour). Post-projection sites pool into one family;
+    with ``post_keys`` (the baseline's post-projection sizes/neighbours) a candidate's
+    unattributed copies of the same size and place count as post-projection too."""
+    out: dict[tuple[str, int, str], float] = {}
+    for s in run["sites"]:
+        post = s["site"] in POST_SITES or (post_keys is not None and site_key(s) in post_keys)
+        key = ("post-proj" if post else s["site"], *site_key(s))
+        out[key] = out.get(key, 0.0) + float(s["per_step"])
+    return out
+
+
+def post_keys(base: dict[str, Any]) -> set[tuple[int, str]]:
+    return {site_key(s) for s in base["sites"] if s["site"] in POST_SITES}
+
+
+def removed_scope(base: dict[str, Any], cand: dict[str, Any]) -> tuple[str | None, str]:
+    """Which post-projection copies the candidate no longer makes: "all", "mla", "kda", None."""
+    b = base["per_step"]["post_proj"]
+    if not base.get("layout") or b["total"] == 0:
+        return None, "the baseline has no attributed post-projection copies (give --model, or check the baseline build)"
+    left = round(sum(v for (fam, _, _), v in _site_counts(cand, post_keys(base)).items() if fam == "post-proj"))
+    if left == b["total"]:
+        return None, f"all {b['total']} post-projection copies still there: the candidate removed none"
+    if left == 0:
+        return "all", f"all {b['total']} post-projection copies gone ({b['mla']} MLA + {b['kda']} KDA)"
+    if left == b["kda"]:
+        return "mla", f"{b['mla']} MLA post-projection copies gone, {b['kda']} KDA still there"
+    if left == b["mla"]:
+        return "kda", f"{b['kda']} KDA post-projection copies gone, {b['mla']} MLA still there"
+    return None, f"post-projection copies per step changed from {b['total']} to {left}: matches no patch scope"
+
+
+def site_changes(base: dict[str, Any], cand: dict[str, Any]) -> list[dict[str, Any]]:
+    """Copy sites whose per-step count differs between the arms (post-projection sites pooled)."""
+    keys = post_keys(base)
+    b, c = _site_counts(base, keys), _site_counts(cand, keys)
+    rows = []
+    for key in sorted(set(b) | set(c)):
+        nb, nc = b.get(key, 0.0), c.get(key, 0.0)
+        if abs(nb - nc) < 1e-9:
+            continue
+        status = "removed" if nc == 0 else ("appeared" if nb == 0 else "changed")
+        rows.append({"site": key[0], "bytes": key[1], "neighbour": key[2], "baseline_per_step": nb,
+                     "candidate_per_step": nc, "status": status})
+    return rows
+
+
+def _removed_sites(base: dict[str, Any], scope: str | None) -> list[dict[str, Any]]:
+    if scope is None:
+        return []
+    kinds = ("mla", "kda") if scope == "all" else (scope,)
+    out = []
+    for s in base["sites"]:
+        if s["site"] in kinds:
+            out.append({"bytes": int(s["bytes"]), "layer_kind": s["site"], "per_step": int(round(s["per_step"]))})
+    return out
+
+
+def _series(run: dict[str, Any], key: str) -> np.ndarray:
+    vals = np.asarray(run.get("step_series", {}).get(key, []), dtype=float)
+    return vals[np.isfinite(vals)]
+
+
+def measure(base: dict[str, Any], cand: dict[str, Any], key: str = "period_ms") -> ShiftResult | None:
+    a, b = _series(base, key), _series(cand, key)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    return shift_estimate(a, b)
+
+
+def compare_runs(base: dict[str, Any], cand: dict[str, Any], paths: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    scope, scope_text = removed_scope(base, cand)
+    est = {e["scope"]: e for e in base.get("estimate", [])}
+    kernel = float(est[scope]["removable_ms"]) if scope in est else 0.0
+    with_gap = float(est[scope]["removable_with_gap_ms"]) if scope in est else 0.0
+    shift = measure(base, cand, "period_ms")
+    span = measure(base, cand, "span_ms")
+    out: dict[str, Any] = {
+        "baseline": 0, "candidate": 1,
+        "scope": scope, "scope_text": scope_text,
+        "estimate_ms": {"kernel": kernel, "kernel_plus_gap": with_gap},
+        "site_changes": site_changes(base, cand),
+        "removed_sites": _removed_sites(base, scope),
+    }
+    if shift is None:
+        out.update(measured_ms=None, ci95_ms=None, noise_ms=None, mde_ms=None, steps_needed=None,
+                   verdict="not measurable: each arm needs at least 2 decode steps with a period")
+        return out
+    mde = shift.mde_ms()
+    need = shift.steps_needed(kernel) if kernel > 0 else None
+    lo, hi = shift.saving_ci95_ms
+    out.update(
+        measured_ms=shift.saving_ms,
+        ci95_ms=[lo, hi],
+        noise_ms=shift.noise_ms,
+        mde_ms=mde if math.isfinite(mde) else None,
+        steps_needed=need,
+        n_steps={"baseline": shift.n_baseline, "candidate": shift.n_candidate},
+        method=shift.method,
+        verdict=verdict(kernel, shift, mde, need),
+        estimator=estimator_check(kernel, with_gap, shift) if kernel > 0 else None,
+    )
+    est_check = out["estimator"]
+    if est_check and est_check["supported"] == "kernel_plus_gap" and lo <= with_gap <= hi:
+        out["verdict"] += (f" The kernel + dispatch-gap estimate ({with_gap:.3f} ms) lies in the CI: in graph "
+                           "replay a removed copy also takes its dispatch gap with it.")
+    if span is not None:
+        out["gpu_span"] = {"measured_ms": span.saving_ms, "ci95_ms": list(span.saving_ci95_ms),
+                           "noise_ms": span.noise_ms}
+    return out
