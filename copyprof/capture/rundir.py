@@ -1,0 +1,118 @@
+"""Run directories: one new folder per capture, and a ``run.json`` that says what happened.
+
+Why this exists: captures are expensive (device time) and users compare them later, so a
+capture must never overwrite an earlier one, and a reader must be able to tell a finished
+run from one that crashed half-way. Hence:
+
+* :func:`new_run_dir` makes ``<out>/<label>-<UTC timestamp>`` with ``os.mkdir`` (atomic:
+  it fails if the name exists), falling back to ``-2``, ``-3``, ... so two runs started in
+  the same second, or by two processes, each get their own folder. An existing folder is
+  never reused, so an existing non-empty folder is never written into.
+* :func:`write_run_json` writes ``run.json`` through a temporary file and ``os.replace``,
+  so a reader sees either the old or the new content, never half a file.
+* ``status`` moves ``starting`` -> ``capturing`` -> ``complete`` or ``failed: <why>``;
+  :func:`update_run_json` changes fields in place (read, merge, atomic write).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from copyprof.errors import CopyprofError
+
+RUN_JSON = "run.json"
+STATUS_STARTING = "starting"
+STATUS_CAPTURING = "capturing"
+STATUS_COMPLETE = "complete"
+_MAX_SUFFIX = 1000
+_LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,150}$")
+
+
+def utc_now_iso() -> str:
+    """ISO-8601 UTC time with a ``Z`` suffix, second resolution (for run.json)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _utc_stamp() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def new_run_dir(out: str | os.PathLike[str], label: str) -> Path:
+    """Create and return a new, empty run directory ``<out>/<label>-<UTC timestamp>[-k]``.
+
+    ``out`` is created if missing. The label must be a plain name (letters, digits, ``._+-``)
+    so that it cannot point outside ``out``. Never returns a folder that existed before.
+    """
+    if not _LABEL_RE.match(label):
+        raise CopyprofError(f"bad run label {label!r}: use letters, digits, '.', '_', '+', '-' (no slashes)")
+    root = Path(out)
+    if root.exists() and not root.is_dir():
+        raise CopyprofError("output path exists and is not a directory", path=str(root))
+    root.mkdir(parents=True, exist_ok=True)
+    base = f"{label}-{_utc_stamp()}"
+    for k in range(1, _MAX_SUFFIX + 1):
+        candidate = root / (base if k == 1 else f"{base}-{k}")
+        try:
+            candidate.mkdir()  # atomic claim: FileExistsError if anything has this name
+        except FileExistsError:
+            continue
+        return candidate
+    raise CopyprofError(f"could not find a free run directory name for {base!r} after {_MAX_SUFFIX} tries", path=str(root))
+
+
+def write_run_json(run_dir: Path, data: dict[str, Any]) -> None:
+    """Write ``run_dir/run.json`` atomically (temporary file in the same folder + ``os.replace``)."""
+    run_dir = Path(run_dir)
+    fd, tmp = tempfile.mkstemp(prefix=".run.json.", suffix=".tmp", dir=run_dir)
+    try:
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; run.json is meant to be read by others
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False, default=str)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, run_dir / RUN_JSON)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_run_json(run_dir: Path) -> dict[str, Any]:
+    """The current ``run.json`` content ({} if the file is not there yet)."""
+    path = Path(run_dir) / RUN_JSON
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        return {}
+    except ValueError as exc:
+        raise CopyprofError(f"run.json is not valid JSON: {exc}", path=str(path)) from exc
+    if not isinstance(data, dict):
+        raise CopyprofError("run.json does not hold a JSON object", path=str(path))
+    return data
+
+
+def update_run_json(run_dir: Path, **fields: Any) -> dict[str, Any]:
+    """Merge ``fields`` into ``run.json`` (atomic rewrite) and return the new content.
+
+    Single writer per run directory is assumed (the capturing process); the atomic replace
+    protects readers, not concurrent writers.
+    """
+    data = read_run_json(run_dir)
+    data.update(fields)
+    write_run_json(run_dir, data)
+    return data
+
+
+def failed_status(why: str) -> str:
+    """The ``status`` value for a failed run: ``failed: <why>`` on one line."""
+    one_line = " ".join(str(why).split())
+    return f"failed: {one_line[:500]}" if one_line else "failed: unknown error"

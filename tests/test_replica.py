@@ -1,0 +1,201 @@
+"""Replica engine on the CPU, end to end, plus the run-directory rules it relies on.
+
+The CPU run uses Kimi-Linear-48B-A3B at TP8 (27 layers: 20 KDA + 7 MLA, hidden 2304) with a
+tiny window so the whole module stays well under a minute on two cores.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from copyprof.capture import rundir
+from copyprof.capture.rundir import (
+    new_run_dir,
+    read_run_json,
+    update_run_json,
+    write_run_json,
+)
+from copyprof.errors import CopyprofError
+
+N = 4  # tokens per decode step
+STEPS = 3
+HIDDEN = 2304
+KDA_WIDTH = 512  # 32 KDA heads / TP8 * 128
+TS_RE = r"\d{8}T\d{6}Z(-\d+)?"
+
+
+# ----------------------------------------------------------------------------- run directories
+
+def test_new_run_dir_never_overwrites(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rundir, "_utc_stamp", lambda: "20260101T000000Z")
+    first = new_run_dir(tmp_path, "lbl")
+    assert first.name == "lbl-20260101T000000Z" and first.is_dir() and not any(first.iterdir())
+    (first / "keep.txt").write_text("precious")
+    # Someone else holds "-2" already (non-empty): it must be skipped, not reused.
+    taken = tmp_path / "lbl-20260101T000000Z-2"
+    taken.mkdir()
+    (taken / "other.txt").write_text("theirs")
+    third = new_run_dir(tmp_path, "lbl")
+    assert third.name == "lbl-20260101T000000Z-3"
+    assert (first / "keep.txt").read_text() == "precious"
+    assert (taken / "other.txt").read_text() == "theirs"
+    assert sorted(p.name for p in taken.iterdir()) == ["other.txt"]
+    # An existing EMPTY folder of the next name is not reused either (mkdir is the claim).
+    (tmp_path / "lbl-20260101T000000Z-4").mkdir()
+    assert new_run_dir(tmp_path, "lbl").name == "lbl-20260101T000000Z-5"
+
+
+def test_new_run_dir_refuses_bad_labels_and_file_out(tmp_path: Path) -> None:
+    for bad in ("../x", "a/b", "", ".hidden"):
+        with pytest.raises(CopyprofError):
+            new_run_dir(tmp_path, bad)
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(CopyprofError):
+        new_run_dir(f, "ok")
+    made = new_run_dir(tmp_path / "new" / "deep", "ok")
+    assert made.parent == tmp_path / "new" / "deep"
+
+
+def test_run_json_atomic_update(tmp_path: Path) -> None:
+    d = new_run_dir(tmp_path, "r")
+    write_run_json(d, {"status": "starting", "a": 1})
+    update_run_json(d, status="capturing", b=[1, 2])
+    assert read_run_json(d) == {"status": "capturing", "a": 1, "b": [1, 2]}
+    assert sorted(p.name for p in d.iterdir()) == ["run.json"]  # no temporary file left behind
+    assert rundir.failed_status("boom\n  at line 3") == "failed: boom at line 3"
+
+
+# ----------------------------------------------------------------------------- replica on the CPU
+
+@pytest.fixture(scope="module")
+def cpu_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    pytest.importorskip("torch")
+    from copyprof.capture.replica import run_replica
+
+    out = tmp_path_factory.mktemp("traces")
+    return run_replica("kimi-linear-48b-a3b", tp=8, concurrency=N, device="cpu", steps=STEPS, context=32,
+                       timing_blocks=2, timing_replays=1, out=str(out), label="t", record_shapes=True,
+                       log=lambda _msg: None)
+
+
+def _trace(run_dir: Path) -> dict:
+    (path,) = list(run_dir.glob("rank0.*.pt.trace.json.gz"))
+    with gzip.open(path, "rt") as fh:
+        return json.load(fh)
+
+
+def _copies_per_step(trace: dict) -> list[Counter]:
+    """Per step annotation: aten::copy_ CPU ops keyed by (dst dims, dst dtype, src dtype)."""
+    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((e for e in events if e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
+    out = [Counter() for _ in steps]
+    for e in events:
+        if e.get("cat") != "cpu_op" or e["name"] != "aten::copy_":
+            continue
+        for i, s in enumerate(steps):
+            if s["ts"] <= e["ts"] <= s["ts"] + s["dur"]:
+                args = e["args"]
+                out[i][(tuple(args["Input Dims"][0]), args["Input type"][0], args["Input type"][1])] += 1
+                out[i]["total"] += 1
+    return out
+
+
+def test_run_dir_layout_and_run_json(cpu_runs: list[Path]) -> None:
+    base, cand = cpu_runs
+    assert re.fullmatch(rf"t-baseline-{TS_RE}", base.name) and re.fullmatch(rf"t-candidate-{TS_RE}", cand.name)
+    for arm, d in (("baseline", base), ("candidate", cand)):
+        names = sorted(p.name for p in d.iterdir())
+        assert len(names) == 3, names
+        assert re.fullmatch(r"rank0\.\d+\.pt\.trace\.json\.gz", names[0]) and names[1:] == ["run.json", "timing.json"]
+        run = json.loads((d / "run.json").read_text())
+        assert run["status"] == "complete" and run["engine"] == "replica" and run["arm"] == arm
+        assert run["graph_mode"] == "eager" and run["tp"] == 8 and run["concurrency"] == N and run["steps"] == STEPS
+        assert run["model"] == {"name": "kimi-linear-48b-a3b", "hf_id": "moonshotai/Kimi-Linear-48B-A3B-Instruct",
+                                "layers": 27, "hidden": HIDDEN, "mla_layers": 7, "kda_layers": 20,
+                                "layer_kinds": "KKKM" * 6 + "KKM"}
+        for key in ("copyprof_version", "command", "device", "torch_version", "cuda_version", "host", "started",
+                    "finished", "files"):
+            assert key in run, key
+        assert run["device"]["type"] == "cpu" and run["finished"] >= run["started"]
+        assert sorted(run["files"]) == names[:1] + ["timing.json"]
+        assert run["pair"] == (cand if arm == "baseline" else base).name
+        assert "tests only" in run["note"]
+
+
+def test_timing_json_is_interleaved(cpu_runs: list[Path]) -> None:
+    a = json.loads((cpu_runs[0] / "timing.json").read_text())
+    assert a == json.loads((cpu_runs[1] / "timing.json").read_text())  # same content in both run dirs
+    assert a["blocks"] == 2 and a["replays_per_block"] == 1
+    assert a["arm_order"] == ["baseline", "candidate", "candidate", "baseline"]
+    assert all(len(a["per_block_ms"][arm]) == 2 and min(a["per_block_ms"][arm]) > 0 for arm in ("baseline", "candidate"))
+    assert a["device"]["type"] == "cpu" and "torch_version" in a
+
+
+def test_step_annotations(cpu_runs: list[Path]) -> None:
+    for d in cpu_runs:
+        names = [e["name"] for e in _trace(d)["traceEvents"] if e.get("cat") == "user_annotation"]
+        assert names == [f"execute_context_0(0)_generation_{N}({N})"] * STEPS
+
+
+def test_baseline_has_27_more_post_projection_copies_per_step(cpu_runs: list[Path]) -> None:
+    # Kimi-Linear-48B has 27 decoder layers (20 KDA + 7 MLA). In the baseline every layer's
+    # attention writes o_proj's [N, hidden=2304] bf16 output into a caller-owned buffer
+    # (output[:] = o_proj(x)): one same-dtype aten::copy_ per layer. The candidate returns
+    # the projection, so it has none; every other copy (KDA placement copies [N, 512], the
+    # CPU kernels' fp32<->bf16 conversions) is the same in both arms.
+    post = ((N, HIDDEN), "c10::BFloat16", "c10::BFloat16")
+    placement = ((N, KDA_WIDTH), "c10::BFloat16", "c10::BFloat16")
+    base, cand = (_copies_per_step(_trace(d)) for d in cpu_runs)
+    assert len(base) == len(cand) == STEPS
+    for b, c in zip(base, cand):
+        assert b[post] == 27 and c[post] == 0
+        assert b["total"] - c["total"] == 27
+        assert b[placement] == c[placement] == 20  # KDA recurrent-output placement copy: both arms
+        assert b - Counter({post: 27, "total": 27}) == c
+
+
+def test_failed_run_is_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from copyprof.capture import replica_model
+    from copyprof.capture.replica import run_replica
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise RuntimeError("out of memory (simulated)")
+
+    monkeypatch.setattr(replica_model, "ReplicaModel", boom)
+    with pytest.raises(RuntimeError):
+        run_replica("kimi-linear-48b-a3b", tp=8, concurrency=2, device="cpu", out=str(tmp_path), log=lambda _m: None)
+    dirs = sorted(tmp_path.iterdir())
+    assert len(dirs) == 2
+    for d in dirs:
+        run = read_run_json(d)
+        assert run["status"] == "failed: RuntimeError: out of memory (simulated)" and run["finished"]
+
+
+def test_tp_must_divide_heads(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from copyprof.capture.replica import run_replica
+
+    with pytest.raises(CopyprofError, match="does not divide"):
+        run_replica("kimi-linear-48b-a3b", tp=3, concurrency=2, device="cpu", out=str(tmp_path))
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())  # refused before any run dir is made
+
+
+def test_copies_micro_capture_cpu(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from copyprof.capture.replica_census import census_run_dirs
+    from copyprof.capture.replica_copies import main
+
+    assert main(["--device", "cpu", "--sizes", "4608,73728", "--replays", "2", "--out", str(tmp_path)]) == 0
+    (d,) = list(tmp_path.iterdir())
+    assert d.name.startswith("copies-eager-") and read_run_json(d)["status"] == "complete"
+    (result,) = census_run_dirs([d]).values()
+    assert result["annotations"]["copies_static"] == {"steps": 2, "copies_per_step": {"cpu aten::copy_": 2}}
+    assert os.path.exists(d / read_run_json(d)["files"][0])
