@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from copyprof.analysis.steps import GPU_KINDS, Steps
+from copyprof.events import name_array
 from copyprof.models import ModelLayout
 from copyprof.taxonomy.anchors import anchor_kind, is_allreduce
 from copyprof.taxonomy.copies import bytes_match, copy_class, resolve_copy_bytes
@@ -188,7 +189,7 @@ def _match_by_neighbours(group: pd.DataFrame, copies: pd.DataFrame, layers: int,
 
 
 def _prev_kernel_names(group: pd.DataFrame, copy_index: pd.Index) -> list[str]:
-    names = group["name"].astype(str).to_numpy()
+    names = name_array(group)
     kinds = group["kind"].to_numpy()
     pos = {idx: i for i, idx in enumerate(group.index)}
     out = []
@@ -201,7 +202,7 @@ def _prev_kernel_names(group: pd.DataFrame, copy_index: pd.Index) -> list[str]:
 
 
 def _next_kernel_names(group: pd.DataFrame, copy_index: pd.Index) -> list[str]:
-    names = group["name"].astype(str).to_numpy()
+    names = name_array(group)
     kinds = group["kind"].to_numpy()
     pos = {idx: i for i, idx in enumerate(group.index)}
     out = []
@@ -215,7 +216,7 @@ def _next_kernel_names(group: pd.DataFrame, copy_index: pd.Index) -> list[str]:
 
 def _anchor_kinds(group: pd.DataFrame, copies: pd.DataFrame, post_idx: list[int]) -> list[str]:
     """Anchor kind ('mla'/'kda'/'' or 'both') in the window before each post-proj copy."""
-    names = group["name"].astype(str).to_numpy()
+    names = name_array(group)
     pos = {idx: i for i, idx in enumerate(group.index)}
     bounds = [pos[copies.index[i]] for i in post_idx]
     out, prev = [], -1

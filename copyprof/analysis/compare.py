@@ -96,6 +96,35 @@ def measure(base: dict[str, Any], cand: dict[str, Any], key: str = "period_ms") 
     return shift_estimate(a, b)
 
 
+def _estimator_note(check: dict[str, Any] | None, with_gap: float) -> str:
+    """A sentence when the kernel + dispatch-gap estimate fits the measurement better."""
+    if not check or check["supported"] != "kernel_plus_gap":
+        return ""
+    rel = check["estimates"]["kernel_plus_gap"]["rel_error"]
+    where = "lies in the CI" if check["estimates"]["kernel_plus_gap"]["in_ci"] else "is the closer one"
+    off = f", {rel:+.1%} off the measured saving" if rel is not None else ""
+    return (f" The kernel + dispatch-gap estimate ({with_gap:.3f} ms{off}) {where}: in graph replay a "
+            "removed copy also takes its dispatch gap with it.")
+
+
+def _timing_comparison(paths: tuple[str, ...] | list[str], kernel: float, with_gap: float) -> dict[str, Any] | None:
+    """The replica's interleaved timing of this very pair, when both run dirs carry it."""
+    from copyprof.analysis.replica_timing import load_timing, timing_shift, timing_summary
+
+    tb, tc = load_timing(paths[0]), load_timing(paths[1])
+    if tb is None or tc is None or not np.array_equal(tb["_base"], tc["_base"]):
+        return None  # not the same timed pair
+    shift = timing_shift(tb)
+    out = timing_summary(tb)
+    mde = shift.mde_ms()
+    out["mde_ms"] = mde if math.isfinite(mde) else None
+    if kernel > 0:
+        out["estimator"] = estimator_check(kernel, with_gap, shift)
+        out["verdict"] = (verdict(kernel, shift, mde, shift.steps_needed(kernel), unit="blocks")
+                          + _estimator_note(out["estimator"], with_gap))
+    return out
+
+
 def compare_runs(base: dict[str, Any], cand: dict[str, Any], paths: tuple[str, ...] | list[str]) -> dict[str, Any]:
     scope, scope_text = removed_scope(base, cand)
     est = {e["scope"]: e for e in base.get("estimate", [])}
@@ -103,12 +132,14 @@ def compare_runs(base: dict[str, Any], cand: dict[str, Any], paths: tuple[str, .
     with_gap = float(est[scope]["removable_with_gap_ms"]) if scope in est else 0.0
     shift = measure(base, cand, "period_ms")
     span = measure(base, cand, "span_ms")
+    timing = _timing_comparison(paths, kernel, with_gap)
     out: dict[str, Any] = {
         "baseline": 0, "candidate": 1,
         "scope": scope, "scope_text": scope_text,
         "estimate_ms": {"kernel": kernel, "kernel_plus_gap": with_gap},
         "site_changes": site_changes(base, cand),
         "removed_sites": _removed_sites(base, scope),
+        "timing": timing,
     }
     if shift is None:
         out.update(measured_ms=None, ci95_ms=None, noise_ms=None, mde_ms=None, steps_needed=None,
@@ -128,11 +159,10 @@ def compare_runs(base: dict[str, Any], cand: dict[str, Any], paths: tuple[str, .
         verdict=verdict(kernel, shift, mde, need),
         estimator=estimator_check(kernel, with_gap, shift) if kernel > 0 else None,
     )
-    est_check = out["estimator"]
-    if est_check and est_check["supported"] == "kernel_plus_gap" and lo <= with_gap <= hi:
-        out["verdict"] += (f" The kernel + dispatch-gap estimate ({with_gap:.3f} ms) lies in the CI: in graph "
-                           "replay a removed copy also takes its dispatch gap with it.")
+    out["verdict"] += _estimator_note(out["estimator"], with_gap)
     if span is not None:
         out["gpu_span"] = {"measured_ms": span.saving_ms, "ci95_ms": list(span.saving_ci95_ms),
                            "noise_ms": span.noise_ms}
+        if kernel > 0:
+            out["gpu_span"]["estimator"] = estimator_check(kernel, with_gap, span)
     return out

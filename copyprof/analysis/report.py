@@ -17,6 +17,7 @@ import pandas as pd
 
 from copyprof.analysis.census import Census, take_census
 from copyprof.analysis.estimate import copy_speed, estimate
+from copyprof.analysis.replica_timing import load_timing, timing_summary
 from copyprof.analysis.steps import Steps, segment
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace
@@ -131,6 +132,9 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     }
     if decode_n == 0:
         out["notes"].append("no pure-decode steps found: figures are empty (try --all-steps)")
+    timing = load_timing(path)
+    if timing is not None:
+        out["timing"] = timing_summary(timing)
     return out
 
 

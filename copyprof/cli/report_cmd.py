@@ -53,6 +53,8 @@ def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_ra
         from copyprof.render.compare_render import comparison_markdown, comparison_tables
 
         comparison = compare_runs(results[0], results[1], runs)
+        for r in results:  # the pair's timing is shown once, in the A/B table
+            r["timing_in_comparison"] = bool(comparison.get("timing"))
         extra_tables = comparison_tables(comparison, names)
         extra_md = [comparison_markdown(comparison, names)]
     if plot_path:

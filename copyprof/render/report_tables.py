@@ -78,10 +78,24 @@ def by_rank_table(run: dict[str, Any]) -> TableData:
     return t
 
 
+def timing_table(run: dict[str, Any]) -> TableData:
+    t = run["timing"]
+    lo, hi = t["ci95_ms"]
+    table = TableData("timing", "Replica A/B timing stored with this run (interleaved blocks, no profiler)",
+                      ["quantity", "ms"])
+    table.rows.append(["baseline step (median block)", fmt_ms(t["median_ms"]["baseline"])])
+    table.rows.append(["candidate step (median block)", fmt_ms(t["median_ms"]["candidate"])])
+    table.rows.append(["measured saving per step", f"{fmt_ms(t['measured_ms'])} [{fmt_ms(lo)}, {fmt_ms(hi)}] 95 % CI"])
+    table.note = f"{t['blocks']} block pairs × {t['replays_per_block']} replays, {t['timer']}; {t['method']}"
+    return table
+
+
 def run_tables(run: dict[str, Any], by_rank: bool = False) -> list[TableData]:
     tables = [census_table(run), sites_table(run)]
     if run["estimate"]:
         tables.append(estimate_table(run))
+    if run.get("timing") and not run.get("timing_in_comparison"):
+        tables.append(timing_table(run))
     if by_rank or not run["rank_agreement"]["agree"]:
         tables.append(by_rank_table(run))
     return tables

@@ -13,7 +13,7 @@ from copyprof.render.report_tables import TableData, run_tables, setup_lines
 
 JSON_RUN_KEYS = ("path", "format", "flavour", "ranks", "layout", "steps", "per_step", "estimate")
 JSON_EXTRA_KEYS = ("headline_rank", "device", "peak_gbps", "sites", "attribution", "notes", "rank_agreement",
-                   "by_rank", "warnings")
+                   "by_rank", "timing", "warnings")
 
 
 def render_json(runs: list[dict[str, Any]], comparison: dict[str, Any] | None) -> str:

@@ -9,6 +9,7 @@ MLA anchors should appear only in MLA layers and KDA anchors only in KDA layers.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 KDA_ANCHORS: tuple[str, ...] = (
     r"fused_recurrent_kda",  # fla >= 2026-01, vLLM K3 third_party
@@ -42,6 +43,7 @@ _MLA = re.compile("|".join(f"(?:{p})" for p in MLA_ANCHORS))
 _AR = re.compile("|".join(f"(?:{p})" for p in ALLREDUCE_KERNELS), re.I)
 
 
+@lru_cache(maxsize=65536)
 def anchor_kind(name: str) -> str:
     """"mla", "kda", or "" for a kernel name."""
     if _MLA.search(name):
@@ -51,5 +53,6 @@ def anchor_kind(name: str) -> str:
     return ""
 
 
+@lru_cache(maxsize=65536)
 def is_allreduce(name: str) -> bool:
     return bool(_AR.search(name))

@@ -18,7 +18,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from copyprof.events import BYTES_SOURCES
+from copyprof.events import BYTES_SOURCES, name_array
 
 # Kernels that ARE device-to-device memcpy commands.
 D2D_KERNEL_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -126,7 +126,7 @@ def resolve_copy_bytes(events: pd.DataFrame, copy_cls: pd.Series, cus: int | Non
         src[take] = "runtime"
         need &= ~take
     # 2) launch geometry.
-    names = ev["name"].astype(str).to_numpy()
+    names = name_array(ev)
     gx = ev["grid_x"].to_numpy().astype(np.int64)
     bx = ev["block_x"].to_numpy().astype(np.int64)
     for i in np.flatnonzero(need & (gx > 0)):

@@ -1,0 +1,49 @@
+"""Interleaved A/B timing stored by the replica engine (`timing.json` in a run directory).
+
+The replica times baseline and candidate in alternating blocks (AB, BA, …) of many graph
+replays with device events, so drift cancels within each pair: the blocks are analysed as
+pairs (paired Hodges–Lehmann with a signed-rank interval, analysis/stats.py). This is the
+measurement the trace-based estimate is calibrated against.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from copyprof.analysis.stats import ShiftResult, shift_estimate
+
+
+def load_timing(run_path: str) -> dict[str, Any] | None:
+    path = os.path.join(run_path, "timing.json") if os.path.isdir(run_path) else None
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        per = data["per_block_ms"]
+        base = np.asarray(per["baseline"], dtype=float)
+        cand = np.asarray(per["candidate"], dtype=float)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if len(base) < 2 or len(base) != len(cand):
+        return None
+    return {**data, "_base": base, "_cand": cand, "path": path}
+
+
+def timing_shift(timing: dict[str, Any]) -> ShiftResult:
+    return shift_estimate(timing["_base"], timing["_cand"], paired=True)
+
+
+def timing_summary(timing: dict[str, Any]) -> dict[str, Any]:
+    """JSON-ready measured saving per step (baseline − candidate) from the timed blocks."""
+    s = timing_shift(timing)
+    lo, hi = s.saving_ci95_ms
+    return {
+        "measured_ms": s.saving_ms, "ci95_ms": [lo, hi], "noise_ms": s.noise_ms,
+        "blocks": int(len(timing["_base"])), "replays_per_block": timing.get("replays_per_block"),
+        "timer": timing.get("timer"), "method": s.method, "source": timing["path"],
+        "median_ms": s.median_ms,
+    }
