@@ -1,0 +1,242 @@
+"""A/B plots for ``copyprof report --plot FILE.png|.svg`` (matplotlib, headless).
+
+Three panels a reviewer reads in this order: (a) did the step period move, and by how much
+with what certainty; (b) where the copy time per step goes, per arm, and which sites the
+candidate removed; (c) where in one decode step the copies sit, coloured by layer kind.
+
+Headless by construction: figures are ``matplotlib.figure.Figure`` objects (never pyplot), so
+no GUI backend, no global figure registry and nothing to close; ``savefig`` picks the Agg (PNG)
+or SVG canvas from the file extension. Panel functions take an ``Axes`` so that the report can
+also place them elsewhere; :func:`plot_report` draws all of them into one file.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from copyprof.analysis.stats import ShiftResult, robust_noise, shift_estimate
+from copyprof.analysis.verdict import fmt_ms
+
+ARM_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3")
+# layer kind of a copy -> (legend label, colour); "" (not a copy) is drawn grey
+KIND_STYLE: dict[str, tuple[str, str]] = {
+    "mla": ("MLA-layer copy", "#d62728"),
+    "kda": ("KDA-layer copy", "#1f77b4"),
+    "other-copy": ("other copy", "#ff7f0e"),
+}
+KERNEL_COLOUR = "#b0b0b0"
+SITE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
+                "#ccb974", "#64b5cd", "#1b9e77", "#e7298a")
+SUFFIXES = (".png", ".svg")
+MAX_SITES = 8  # segments per bar; the rest are folded into "N smaller sites"
+MAX_LABEL = 48  # characters of a site label in the legend
+
+
+def plot_periods(ax: Axes, periods: Mapping[str, np.ndarray], shift: ShiftResult | None = None,
+                 *, xlabel: str = "step period (ms)") -> ShiftResult | None:
+    """(a) Overlaid histograms of each arm on shared bins, medians dashed, the shift's CI drawn.
+
+    The x range is the bulk (0.5-99.5 % quantiles of the values within 8 robust SDs of the
+    pooled median) so that a few 10x steps do not squash the bulk into one bin; how many fell
+    outside is written in the legend instead. The first arm is the baseline, the second the
+    candidate (the shift is candidate - baseline, drawn as a bar at baseline median + shift);
+    ``shift`` is computed with :func:`shift_estimate` when not given. Returns the shift drawn.
+    All numbers sit in the one legend box so that nothing overlaps.
+    """
+    arms = [(k, np.asarray(v, dtype=float)) for k, v in periods.items()]
+    arms = [(k, v[np.isfinite(v)]) for k, v in arms]
+    pooled = np.concatenate([v for _, v in arms]) if arms else np.array([])
+    ax.set_title(f"(a) {xlabel.split(' (')[0]} distribution", loc="left", fontweight="bold")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("count")
+    if pooled.size == 0:
+        ax.text(0.5, 0.5, "no periods", ha="center", va="center", transform=ax.transAxes)
+        return shift
+    centre, spread = float(np.median(pooled)), robust_noise(pooled)
+    bulk = pooled[np.abs(pooled - centre) <= 8 * spread] if spread > 0 else pooled
+    lo, hi = np.quantile(bulk, [0.005, 0.995])
+    pad = max(hi - lo, 1e-6 * max(abs(hi), 1.0)) * 0.05
+    lo, hi = lo - pad, hi + pad
+    shown = (pooled >= lo) & (pooled <= hi)
+    nbins = int(np.clip(1.5 * math.sqrt(shown.sum()), 10, 50))
+    edges: list[float] = np.histogram_bin_edges(pooled[shown], bins=nbins, range=(lo, hi)).tolist()
+    for i, (name, v) in enumerate(arms):
+        col = ARM_COLOURS[i % len(ARM_COLOURS)]
+        if v.size == 0:
+            continue
+        med = float(np.median(v))
+        inside = v[(v >= lo) & (v <= hi)]
+        ax.hist(inside, bins=edges, histtype="stepfilled", alpha=0.30, color=col)
+        ax.hist(inside, bins=edges, histtype="step", lw=1.4, color=col,
+                label=f"{name}: n={v.size}, median {fmt_ms(med, 4)} ms (dashed)")
+        ax.axvline(med, color=col, ls="--", lw=1.2)
+    ax.set_xlim(lo, hi)
+    if shift is None and len(arms) >= 2 and arms[0][1].size and arms[1][1].size:
+        shift = shift_estimate(arms[0][1], arms[1][1])
+    top = ax.get_ylim()[1]
+    ax.set_ylim(0, top * 1.75)  # head-room for the CI bar and the legend box
+    extra: list[str] = []
+    if shift is not None and len(arms) >= 2:
+        elo, ehi = shift.ci95_ms
+        ci = (f"{_ci_label(shift)} [{fmt_ms(elo)}, {fmt_ms(ehi)}]" if math.isfinite(elo) and math.isfinite(ehi)
+              else f"no finite {_ci_label(shift)} (too few values)")
+        label = f"shift {arms[1][0]} \u2212 {arms[0][0]}: {fmt_ms(shift.estimate_ms)} ms, {ci}"
+        if math.isfinite(elo) and math.isfinite(ehi):
+            c = float(np.median(arms[0][1])) + shift.estimate_ms
+            ax.errorbar([c], [top * 1.1], xerr=[[shift.estimate_ms - elo], [ehi - shift.estimate_ms]], fmt="o",
+                        color="black", capsize=4, ms=4, label=label)
+        else:
+            extra.append(label)
+        extra.append(f"noise (MAD\u00d71.4826) {arms[0][0]} / {arms[1][0]}: {fmt_ms(shift.noise_ms['baseline'])}"
+                     f" / {fmt_ms(shift.noise_ms['candidate'])} ms")
+    outside = int(pooled.size - shown.sum())
+    if outside:
+        extra.append(f"{outside} values beyond the axis (max {fmt_ms(float(pooled.max()))} ms)")
+    for line in extra:
+        ax.plot([], [], " ", label=line)  # text-only legend rows
+    handles, labels = ax.get_legend_handles_labels()
+    rank = [1 if t.startswith("shift") else 2 if t in extra else 0 for t in labels]  # arms, shift, notes
+    order = sorted(range(len(labels)), key=lambda i: rank[i])
+    ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left", fontsize=8,
+              framealpha=0.95)
+    return shift
+
+
+def plot_sites(ax: Axes, sites: Mapping[str, Sequence[tuple[str, float]]]) -> None:
+    """(b) Copy ms per step by site, one stacked horizontal bar per arm, the total at its end.
+
+    Sites keep one colour across arms and are ordered by their largest ms/step; a site missing
+    from some arm says so in the legend ("baseline only"), which is how a removed copy shows.
+    """
+    ax.set_title("(b) copy time per step by site", loc="left", fontweight="bold")
+    ax.set_xlabel("copy time per step (ms)")
+    arms = list(sites)
+    per_arm = {a: _sum_by_label(sites[a]) for a in arms}
+    labels: list[str] = []
+    for a in arms:
+        labels += [s for s in per_arm[a] if s not in labels]
+    labels.sort(key=lambda s: -max(per_arm[a].get(s, 0.0) for a in arms))
+    if len(labels) > MAX_SITES:  # fold the smallest into one segment so the legend stays readable
+        rest = labels[MAX_SITES - 1:]
+        other = f"{len(rest)} smaller sites"
+        for a in arms:
+            if any(s in per_arm[a] for s in rest):
+                per_arm[a][other] = sum(per_arm[a].pop(s) for s in rest if s in per_arm[a])
+        labels = labels[:MAX_SITES - 1] + [other]
+    if not labels:
+        ax.text(0.5, 0.5, "no copies", ha="center", va="center", transform=ax.transAxes)
+        ax.set_yticks(range(len(arms)), arms)
+        return
+    totals = [sum(per_arm[a].values()) for a in arms]
+    for j, s in enumerate(labels):
+        left = [sum(per_arm[a].get(t, 0.0) for t in labels[:j]) for a in arms]
+        width = [per_arm[a].get(s, 0.0) for a in arms]
+        present = [a for a in arms if s in per_arm[a]]
+        tag = "" if len(present) == len(arms) else f"  ({', '.join(present)} only)"
+        short = s if len(s) <= MAX_LABEL else s[:MAX_LABEL - 1] + "\u2026"
+        ax.barh(range(len(arms)), width, left=left, height=0.55, color=SITE_COLOURS[j % len(SITE_COLOURS)],
+                edgecolor="white", lw=0.6, label=short + tag)
+    xmax = max(totals) if max(totals) > 0 else 1.0
+    for i, t in enumerate(totals):
+        ax.text(t + xmax * 0.01, i, f"{fmt_ms(t)} ms/step", va="center", fontsize=9)
+    ax.set_xlim(0, xmax * 1.28)  # room for the totals
+    ax.set_yticks(range(len(arms)), arms)
+    ax.invert_yaxis()  # first arm (baseline) on top
+    wide = max(len(t) for t in labels) > MAX_LABEL // 2 or len(arms) > 2
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1 if wide else min(2, len(labels)),
+              fontsize=8, frameon=False)
+
+
+def plot_timeline(ax: Axes, timeline: pd.DataFrame, *, step_start_ns: int | None = None) -> None:
+    """(c) One step's kernels on a time axis (us from step start), copies in their own lanes.
+
+    Copies are a few microseconds in a multi-millisecond step, i.e. narrower than a pixel, so
+    besides their true-width bars each copy lane draws a tick per copy; the kernel lane shows
+    the copies in colour too, so their position among the other kernels is visible.
+    Columns: start_ns, dur_ns, name, site ("mla" | "kda" | "other-copy" | "" for non-copies).
+    """
+    ax.set_xlabel("time from step start (\u00b5s)")
+    df = timeline.sort_values("start_ns")
+    if df.empty:
+        ax.set_title("(c) one decode step: no kernels", loc="left", fontweight="bold")
+        ax.set_yticks([])
+        return
+    t0 = int(df["start_ns"].min()) if step_start_ns is None else int(step_start_ns)
+    x = (df["start_ns"].to_numpy(dtype=float) - t0) / 1e3
+    w = df["dur_ns"].to_numpy(dtype=float) / 1e3
+    site = df["site"].fillna("").astype(str).str.lower().to_numpy() if "site" in df else np.full(len(df), "")
+    site = np.where((site != "") & ~np.isin(site, list(KIND_STYLE)), "other-copy", site)
+    kinds = [k for k in KIND_STYLE if np.any(site == k)]
+    lanes = ["all kernels"] + [KIND_STYLE[k][0].replace("copy", "copies") for k in kinds]
+    ax.broken_barh(list(zip(x[site == ""], w[site == ""])), (-0.35, 0.7), facecolors=KERNEL_COLOUR)
+    handles = [Patch(color=KERNEL_COLOUR, label=f"other kernels ({int(np.sum(site == ''))})")]
+    for lane, k in enumerate(kinds, start=1):
+        label, col = KIND_STYLE[k]
+        m = site == k
+        ax.broken_barh(list(zip(x[m], w[m])), (-0.35, 0.7), facecolors=col)  # in the stream
+        ax.broken_barh(list(zip(x[m], w[m])), (lane - 0.35, 0.7), facecolors=col)
+        ax.eventplot([x[m]], lineoffsets=lane, linelengths=0.7, colors=col, linewidths=0.8)
+        handles.append(Patch(color=col, label=f"{label}: {int(m.sum())}, {fmt_ms(float(w[m].sum()))} \u00b5s"))
+    end = float(np.max(x + w))
+    ax.set_xlim(min(0.0, float(x.min())), end * 1.01 if end > 0 else 1.0)
+    ax.set_ylim(len(lanes) - 0.5, -0.5)
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.grid(axis="x", alpha=0.3)
+    ncopy = int(np.sum(site != ""))
+    ax.set_title(f"(c) one decode step: {len(df)} kernels, {ncopy} {'copy' if ncopy == 1 else 'copies'}, "
+                 f"{fmt_ms(end)} \u00b5s",
+                 loc="left", fontweight="bold")
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(handles), fontsize=8,
+              frameon=False)
+
+
+def build_report_figure(*, periods: Mapping[str, np.ndarray], sites: Mapping[str, Sequence[tuple[str, float]]],
+                        timeline: pd.DataFrame | None, title: str, shift: ShiftResult | None = None,
+                        period_label: str = "step period (ms)") -> Figure:
+    """The three panels in one figure: (a) | (b) on top, (c) full width below (omitted if None)."""
+    with_tl = timeline is not None
+    fig = Figure(figsize=(14, 10.5 if with_tl else 5.8), layout="constrained")
+    fig.suptitle(title, fontsize=13, fontweight="bold")
+    if with_tl:
+        gs = fig.add_gridspec(2, 2, height_ratios=[1.25, 1], width_ratios=[1.15, 1])
+        ax_a, ax_b, ax_c = fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, :])
+    else:
+        gs = fig.add_gridspec(1, 2, width_ratios=[1.15, 1])
+        ax_a, ax_b, ax_c = fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[0, 1]), None
+    plot_periods(ax_a, periods, shift, xlabel=period_label)
+    plot_sites(ax_b, sites)
+    if ax_c is not None and timeline is not None:
+        plot_timeline(ax_c, timeline)
+    return fig
+
+
+def plot_report(path: str | Path, *, periods: Mapping[str, np.ndarray],
+                sites: Mapping[str, Sequence[tuple[str, float]]], timeline: pd.DataFrame | None, title: str,
+                shift: ShiftResult | None = None, period_label: str = "step period (ms)", dpi: int = 150) -> Path:
+    """Write the report figure to ``path`` (``.png`` or ``.svg``, chosen by the extension)."""
+    p = Path(path)
+    if p.suffix.lower() not in SUFFIXES:
+        raise ValueError(f"plot file must end in .png or .svg, got {p.name!r}")
+    fig = build_report_figure(periods=periods, sites=sites, timeline=timeline, title=title, shift=shift,
+                              period_label=period_label)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(p, dpi=dpi, format=p.suffix.lower()[1:])
+    return p
+
+
+def _sum_by_label(rows: Sequence[tuple[str, float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for label, ms in rows:
+        out[str(label)] = out.get(str(label), 0.0) + float(ms)
+    return out
+
+
+def _ci_label(shift: ShiftResult) -> str:
+    return f"{100 * shift.confidence:g} % CI"
