@@ -89,11 +89,40 @@ def _series(run: dict[str, Any], key: str) -> np.ndarray:
     return vals[np.isfinite(vals)]
 
 
+def correlation_time(x: np.ndarray) -> float:
+    """Integrated autocorrelation time (in steps): 1 + 2 Σ ρ_k over the initial positive lags.
+
+    Consecutive decode steps drift together (clocks, caches), so they are not independent;
+    with a correlation time τ the series holds about n/τ independent values."""
+    x = np.asarray(x, dtype=float)
+    n = len(x)
+    if n < 8 or np.std(x) == 0:
+        return 1.0
+    d = x - x.mean()
+    var = float(d @ d)
+    tau = 1.0
+    for k in range(1, n // 4):
+        rho = float(d[:-k] @ d[k:]) / var
+        if rho <= 0.05:
+            break
+        tau += 2.0 * rho
+    return tau
+
+
+def batch_size(*series: np.ndarray) -> int:
+    """Batch length for batch means so that batches are close to independent (≥ τ)."""
+    tau = max(correlation_time(s) for s in series)
+    return 1 if tau < 1.5 else int(math.ceil(tau))
+
+
 def measure(base: dict[str, Any], cand: dict[str, Any], key: str = "period_ms") -> ShiftResult | None:
     a, b = _series(base, key), _series(cand, key)
     if len(a) < 2 or len(b) < 2:
         return None
-    return shift_estimate(a, b)
+    block = batch_size(a, b)
+    if min(len(a), len(b)) // block < 2:
+        block = max(1, min(len(a), len(b)) // 2)
+    return shift_estimate(a, b, block=block)
 
 
 def _estimator_note(check: dict[str, Any] | None, with_gap: float) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from typing import Any
 
 from rich.console import Console
@@ -18,7 +19,20 @@ JSON_EXTRA_KEYS = ("headline_rank", "device", "peak_gbps", "sites", "attribution
 
 def render_json(runs: list[dict[str, Any]], comparison: dict[str, Any] | None) -> str:
     out = {"runs": [{k: r.get(k) for k in (*JSON_RUN_KEYS, *JSON_EXTRA_KEYS)} for r in runs], "comparison": comparison}
-    return json.dumps(out, indent=2, default=_default)
+    return json.dumps(strict(out), indent=2, default=_default, allow_nan=False)
+
+
+def strict(o: Any) -> Any:
+    """Strict JSON: NaN and ±inf (an interval too wide to bound) become null."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: strict(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [strict(v) for v in o]
+    if hasattr(o, "item") and not hasattr(o, "__len__"):
+        return strict(o.item())
+    return o
 
 
 def _default(o: Any) -> Any:
