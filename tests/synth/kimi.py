@@ -124,7 +124,8 @@ def _timeline(p: Profile, steps: int, seed: int, removed: tuple[str, ...] = ()) 
     return ops
 
 
-def write_kineto(path: Path, p: Profile, steps: int = 12, seed: int = 0, removed: tuple[str, ...] = ()) -> Path:
+def write_kineto(path: Path, p: Profile, steps: int = 12, seed: int = 0, removed: tuple[str, ...] = (),
+                 rank: int = 0) -> Path:
     """rocprofiler-sdk-flavoured Kineto trace of one prefill and `steps` decode steps."""
     ops = _timeline(p, steps, seed, removed)
     events: list[dict] = []
@@ -172,7 +173,8 @@ def write_kineto(path: Path, p: Profile, steps: int = 12, seed: int = 0, removed
     doc = {"schemaVersion": 1, "rocprofiler-sdk_version": "1.0.0",
            "deviceProperties": [{"id": 0, "name": "AMD Instinct MI355X", "warpSize": 64, "numSms": 256,
                                  "computeMajor": 9, "computeMinor": 5, "totalGlobalMem": 309237645312}],
-           "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},
+           "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 8},
+           "vllm_version": "0.30.0",
            "traceEvents": events}
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     return path
