@@ -44,6 +44,10 @@ def post_keys(base: dict[str, Any]) -> set[tuple[int, str]]:
 def removed_scope(base: dict[str, Any], cand: dict[str, Any]) -> tuple[str | None, str]:
     """Which post-projection copies the candidate no longer makes: "all", "mla", "kda", None."""
     b = base["per_step"]["post_proj"]
+    hb, hc = base["per_step"].get("host_copies"), cand["per_step"].get("host_copies")
+    if hb is not None and hc is not None:
+        return None, (f"CPU-only traces: {hb} → {hc} `aten::copy_` ops per step ({hb - hc} fewer in the candidate); "
+                      "device copies need a GPU trace")
     if not base.get("layout") or b["total"] == 0:
         return None, "the baseline has no attributed post-projection copies (give --model, or check the baseline build)"
     left = round(sum(v for (fam, _, _), v in _site_counts(cand, post_keys(base)).items() if fam == "post-proj"))

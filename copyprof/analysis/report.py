@@ -20,7 +20,7 @@ from copyprof.analysis.estimate import copy_speed, estimate
 from copyprof.analysis.replica_timing import load_timing, timing_summary
 from copyprof.analysis.steps import Steps, segment
 from copyprof.errors import CopyprofError
-from copyprof.events import Trace
+from copyprof.events import Trace, name_array
 from copyprof.models import ModelLayout
 from copyprof.taxonomy.devices import device_cus, device_label, peak_gbps
 
@@ -61,6 +61,7 @@ def per_step_medians(ra: RankAnalysis) -> dict[str, Any]:
             "gpu_span_ms": _ms(_median(decode["span_ns"])) if len(decode) else None,
             "copies": 0, "other": 0, "post_proj": {"mla": 0, "kda": 0, "total": 0},
             "post_proj_ms": {"mla": 0.0, "kda": 0.0, "total": 0.0}, "other_ms": 0.0, "host_copies": host,
+            "host_copies_by_name": _host_copies_by_name(ra),
         }
     tokens = _median(ps["tokens"])
     return {
@@ -84,14 +85,25 @@ def _ms(ns: float | None) -> float | None:
 
 
 def _host_copies(ra: RankAnalysis) -> int | None:
-    """Median host-side copy ops per counted step (CPU-only traces)."""
+    """Median `aten::copy_` ops per counted step (CPU-only traces; None when there is a GPU).
+
+    Only `aten::copy_` is counted: `aten::to` / `_to_copy` / `clone` nest a `copy_` inside,
+    so counting them too would count one copy several times (they are listed by name)."""
+    by_name = _host_copies_by_name(ra)
+    return None if by_name is None else by_name.get("aten::copy_", 0)
+
+
+def _host_copies_by_name(ra: RankAnalysis) -> dict[str, int] | None:
     if ra.steps.device >= 0:
         return None
     ev = ra.trace.events
-    steps = set(ra.steps.decode["step"])
-    mask = (ev["kind"] == "cpu_op").to_numpy() & np.isin(ra.steps.step_of, list(steps))
-    counts = pd.Series(ra.steps.step_of[mask]).value_counts().reindex(list(steps), fill_value=0)
-    return int(np.median(counts)) if len(counts) else 0
+    steps = list(ra.steps.decode["step"])
+    mask = (ev["kind"] == "cpu_op").to_numpy() & np.isin(ra.steps.step_of, steps)
+    if not steps:
+        return {}
+    frame = pd.DataFrame({"step": ra.steps.step_of[mask], "name": name_array(ev)[mask]})
+    counts = frame.groupby(["name", "step"]).size().unstack(fill_value=0).reindex(columns=steps, fill_value=0)
+    return {str(name): int(np.median(row)) for name, row in counts.iterrows()}
 
 
 def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, rank: int | None = None,

@@ -34,7 +34,7 @@ def census_table(run: dict[str, Any]) -> TableData:
     t.rows.append(["other device-to-device copies", ps["other"], fmt_ms(ps["other_ms"])])
     t.rows.append(["all device-to-device copies", ps["copies"], fmt_ms(_sum(ps["post_proj_ms"]["total"], ps["other_ms"]))])
     if ps.get("host_copies") is not None:
-        t.rows.append(["host-side copy ops (CPU trace)", ps["host_copies"], "–"])
+        t.rows.append(["host-side aten::copy_ ops (CPU trace)", ps["host_copies"], "–"])
     t.note = run["attribution"].get("message")
     return t
 
