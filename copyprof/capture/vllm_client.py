@@ -1,0 +1,235 @@
+"""The fixed-cohort workload: token-ID prompts, one streaming request per thread, per-token timing.
+
+Why token IDs and a hand-rolled client: a config-only model directory (``--dummy``) has no
+tokenizer, and bench clients need one; token IDs also make the prompt lengths exact, so the
+prefix-cache hit and the cohort's decode shape are what the user asked for. The client is stdlib
+``http.client`` to 127.0.0.1 only (copyprof talks to nothing but the server it started).
+
+Timing: each stream records ``time.perf_counter()`` at send, at each chunk that carries tokens,
+and the number of tokens in that chunk (``token_ids`` when the server returns them, else the
+growth of ``usage.completion_tokens`` with ``continuous_usage_stats``, else 1). TTFT = first
+chunk - send; ITLs = gaps between chunks; TPOT = (last - first) / (tokens - 1).
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from copyprof.capture.vllm_command import SERVED_MODEL_NAME
+from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
+
+TOKEN_LO = 1000  # stay clear of special/control tokens that sit at low ids in common vocabularies
+
+
+def build_prompts(prefix_len: int, suffix_len: int, count: int, vocab_size: int | None, seed: int = 0
+                  ) -> tuple[list[int], list[list[int]]]:
+    """A shared prefix and ``count`` distinct suffixes (token ids), deterministic for a seed.
+
+    Suffix *i* starts with a token unique to *i*, so no two prompts share a block beyond the
+    prefix (the prefix cache then serves exactly the shared part). Ids are drawn from
+    ``[TOKEN_LO, vocab_size - 1000)`` (or ``[0, vocab)`` for tiny vocabularies).
+    """
+    vocab = int(vocab_size or 32000)
+    lo, hi = (TOKEN_LO, vocab - 1000) if vocab >= 4 * TOKEN_LO else (0, vocab)
+    if hi - lo < count:
+        raise CopyprofError(f"vocabulary of {vocab} tokens is too small for {count} distinct suffixes")
+    rng = random.Random(seed)
+    prefix = [rng.randrange(lo, hi) for _ in range(prefix_len)]
+    suffixes = []
+    for i in range(count):
+        r = random.Random(seed * 1_000_003 + i + 1)
+        suffixes.append([lo + i] + [r.randrange(lo, hi) for _ in range(suffix_len - 1)])
+    return prefix, suffixes
+
+
+def completion_body(prompt: list[int], max_tokens: int, stream: bool = True) -> dict[str, Any]:
+    """``/v1/completions`` body: ignore_eos with min_tokens = max_tokens, greedy, ids back.
+
+    Fields verified in vLLM 0.32.0 ``entrypoints/openai/completion/protocol.py`` (``ignore_eos``,
+    ``min_tokens``, ``return_token_ids``); unknown fields are ignored by vLLM's
+    ``OpenAIBaseModel`` (``extra="allow"``, logged at debug) so older servers accept the body.
+    """
+    body: dict[str, Any] = {"model": SERVED_MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens,
+                            "min_tokens": max_tokens, "ignore_eos": True, "temperature": 0.0,
+                            "return_token_ids": True, "stream": stream}
+    if stream:
+        body["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+    return body
+
+
+def post_json(port: int, path: str, body: dict[str, Any] | None, timeout_s: float) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    try:
+        data = json.dumps(body).encode() if body is not None else b""
+        conn.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+@dataclass
+class StreamRecord:
+    """One request's timeline (perf_counter seconds) and outcome."""
+
+    index: int
+    prompt_tokens: int
+    sent: float = 0.0
+    chunk_times: list[float] = field(default_factory=list)
+    chunk_tokens: list[int] = field(default_factory=list)
+    tokens: int = 0
+    finished: bool = False
+    cancelled: bool = False
+    error: str | None = None
+
+    def metrics(self) -> dict[str, Any]:
+        t = self.chunk_times
+        itls = [(b - a) * 1000.0 for a, b in zip(t, t[1:])]
+        return {
+            "index": self.index, "prompt_tokens": self.prompt_tokens, "output_tokens": self.tokens,
+            "finished": self.finished, "cancelled": self.cancelled, "error": self.error,
+            "ttft_ms": (t[0] - self.sent) * 1000.0 if t else None,
+            "tpot_ms": (t[-1] - t[0]) * 1000.0 / (self.tokens - 1) if len(t) > 1 and self.tokens > 1 else None,
+            "itl_ms": itls, "tokens_per_chunk": self.chunk_tokens,
+        }
+
+
+class Cohort:
+    """N concurrent streaming requests; the main thread watches their progress."""
+
+    def __init__(self, port: int, prompts: list[list[int]], max_tokens: int, timeout_s: float) -> None:
+        self.port = port
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+        self.records = [StreamRecord(i, len(p)) for i, p in enumerate(prompts)]
+        self._prompts = prompts
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._conns: list[http.client.HTTPConnection] = []
+
+    def start(self) -> None:
+        for rec, prompt in zip(self.records, self._prompts):
+            th = threading.Thread(target=self._run, args=(rec, prompt), name=f"copyprof-req-{rec.index}", daemon=True)
+            self._threads.append(th)
+        for th in self._threads:  # started together: the cohort is admitted in one scheduler pass if it fits
+            th.start()
+
+    def _run(self, rec: StreamRecord, prompt: list[int]) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout_s)
+        with self._lock:
+            self._conns.append(conn)
+        usage_seen = 0
+        try:
+            body = json.dumps(completion_body(prompt, self.max_tokens)).encode()
+            rec.sent = time.perf_counter()
+            conn.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            if resp.status != 200:
+                rec.error = f"HTTP {resp.status}: {resp.read(2000).decode('utf-8', 'replace').strip()}"
+                return
+            while not self._cancel.is_set():
+                raw = resp.readline()
+                if not raw:
+                    break
+                line = raw.strip()
+                if not line.startswith(b"data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    rec.finished = True
+                    break
+                now = time.perf_counter()
+                chunk = json.loads(payload)
+                if "error" in chunk:
+                    rec.error = str(chunk["error"])[:500]
+                    break
+                n, usage_seen = _chunk_tokens(chunk, usage_seen)
+                if n:
+                    with self._lock:
+                        rec.chunk_times.append(now)
+                        rec.chunk_tokens.append(n)
+                        rec.tokens += n
+            if self._cancel.is_set() and not rec.finished:
+                rec.cancelled = True  # closing the connection makes vLLM abort the request
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            if not self._cancel.is_set():
+                rec.error = f"{type(exc).__name__}: {exc}"
+            else:
+                rec.cancelled = True
+        finally:
+            conn.close()
+
+    def token_counts(self) -> list[int]:
+        with self._lock:
+            return [r.tokens for r in self.records]
+
+    def errors(self) -> list[str]:
+        return [f"request {r.index}: {r.error}" for r in self.records if r.error]
+
+    def done(self) -> bool:
+        return all(not th.is_alive() for th in self._threads)
+
+    def wait_all_tokens(self, at_least: list[int] | int, timeout_s: float, what: str,
+                        check: Any = None, interval_s: float = 0.05) -> None:
+        """Block until every stream has at least ``at_least`` tokens (per stream or one value)."""
+        want = at_least if isinstance(at_least, list) else [at_least] * len(self.records)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            counts = self.token_counts()
+            if all(c >= w for c, w in zip(counts, want)):
+                return
+            errs = self.errors()
+            if errs:
+                raise CopyprofError(f"a request failed while waiting for {what}: {errs[0]}",
+                                    exit_code=EXIT_CAPTURE_FAILED)
+            if self.done():
+                raise CopyprofError(f"the streams ended before {what} (tokens per request: {counts})",
+                                    exit_code=EXIT_CAPTURE_FAILED)
+            if check:
+                check()
+            if time.monotonic() > deadline:
+                raise CopyprofError(f"timed out after {timeout_s:.0f} s waiting for {what} "
+                                    f"(tokens per request: {counts})", exit_code=EXIT_CAPTURE_FAILED)
+            time.sleep(interval_s)
+
+    def cancel(self, join_s: float = 30.0) -> None:
+        """Stop every stream: the socket shutdown wakes a reader blocked between chunks."""
+        self._cancel.set()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        deadline = time.monotonic() + join_s
+        for th in self._threads:
+            th.join(max(0.0, deadline - time.monotonic()))
+
+    def metrics(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [r.metrics() for r in self.records]
+
+
+def _chunk_tokens(chunk: dict[str, Any], usage_seen: int) -> tuple[int, int]:
+    """Tokens carried by one SSE chunk, and the running ``usage.completion_tokens``."""
+    usage = chunk.get("usage") or {}
+    total = usage.get("completion_tokens")
+    choices = chunk.get("choices") or []
+    if choices:
+        ids = choices[0].get("token_ids")
+        if isinstance(ids, list):
+            return len(ids), (total if isinstance(total, int) else usage_seen + len(ids))
+        if isinstance(total, int):
+            return max(0, total - usage_seen), total
+        return 1, usage_seen + 1
+    return 0, (total if isinstance(total, int) else usage_seen)  # the final usage-only chunk

