@@ -140,3 +140,12 @@ def test_interleave_without_second_arm_is_a_one_line_error(tmp_path: Path) -> No
 def test_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     proc = _run(tmp_path, "ok", *args)
     assert proc.returncode in (2, 3) and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_requests_too_short_for_the_window_fail_fast(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    proc = _run(tmp_path, "ok", "--decode-tokens", "7")
+    assert proc.returncode == 3 and "raise --decode-tokens" in proc.stderr, proc.stderr
+    assert time.monotonic() - t0 < 25  # not the 30 s --timeout: the finished stream is noticed at once
+    data = read_run_json(_only_run_dir(tmp_path))
+    assert data["status"].startswith("failed: request ") and "client_metrics.json" in data["files"]

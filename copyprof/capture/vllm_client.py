@@ -185,6 +185,10 @@ class Cohort:
             counts = self.token_counts()
             if all(c >= w for c, w in zip(counts, want)):
                 return
+            short = [r.index for r, c, w in zip(self.records, counts, want) if r.finished and c < w]
+            if short:
+                raise CopyprofError(f"request {short[0]} finished after {counts[short[0]]} tokens, before {what}; "
+                                    "raise --decode-tokens", exit_code=EXIT_CAPTURE_FAILED)
             errs = self.errors()
             if errs:
                 raise CopyprofError(f"a request failed while waiting for {what}: {errs[0]}",

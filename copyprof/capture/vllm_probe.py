@@ -68,8 +68,9 @@ try:
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
-            gpus.append({"name": p.name, "arch": getattr(p, "gcnArchName", None) or
-                         "sm_%d%d" % (p.major, p.minor), "memory_bytes": int(p.total_memory)})
+            full = getattr(p, "gcnArchName", None) or "sm_%d%d" % (p.major, p.minor)
+            gpus.append({"name": p.name, "arch": full.split(":")[0], "arch_full": full,
+                         "memory_bytes": int(p.total_memory)})
     out["gpus"] = gpus
 except Exception as e:
     out["errors"]["torch"] = repr(e)[:300]
