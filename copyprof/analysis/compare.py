@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from copyprof.analysis.client_metrics import client_comparison
 from copyprof.analysis.stats import ShiftResult, shift_estimate
 from copyprof.analysis.verdict import estimator_check, verdict
 
@@ -166,6 +167,7 @@ def compare_runs(base: dict[str, Any], cand: dict[str, Any], paths: tuple[str, .
     shift = measure(base, cand, "period_ms")
     span = measure(base, cand, "span_ms")
     timing = _timing_comparison(paths, kernel, with_gap)
+    client = client_comparison(paths, kernel)
     out: dict[str, Any] = {
         "baseline": 0, "candidate": 1,
         "scope": scope, "scope_text": scope_text,
@@ -173,6 +175,7 @@ def compare_runs(base: dict[str, Any], cand: dict[str, Any], paths: tuple[str, .
         "site_changes": site_changes(base, cand),
         "removed_sites": _removed_sites(base, scope),
         "timing": timing,
+        "client": client,
     }
     if shift is None:
         out.update(measured_ms=None, ci95_ms=None, noise_ms=None, mde_ms=None, steps_needed=None,

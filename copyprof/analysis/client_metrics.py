@@ -1,0 +1,48 @@
+"""Client-side serving metrics (`client_metrics.json`, written by `copyprof run`) in an A/B.
+
+One decode step produces one token per request, so a removed per-step cost shows up in each
+request's time per output token (TPOT). The same statistics as for step periods apply, with
+requests as the observations — which is what tells a reviewer that "8 requests resolve only
+effects above X ms TPOT".
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from copyprof.analysis.stats import shift_estimate
+from copyprof.analysis.verdict import verdict
+
+
+def load_tpots(run_path: str) -> np.ndarray | None:
+    path = os.path.join(run_path, "client_metrics.json") if os.path.isdir(run_path) else None
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        values = [r.get("tpot_ms") for r in data.get("per_request", []) if isinstance(r, dict)]
+    except (OSError, ValueError, AttributeError):
+        return None
+    arr = np.asarray([v for v in values if isinstance(v, (int, float)) and math.isfinite(v)], dtype=float)
+    return arr if len(arr) >= 2 else None
+
+
+def client_comparison(paths: tuple[str, ...] | list[str], estimate_ms: float) -> dict[str, Any] | None:
+    a, b = load_tpots(paths[0]), load_tpots(paths[1])
+    if a is None or b is None:
+        return None
+    shift = shift_estimate(a, b)
+    mde = shift.mde_ms()
+    lo, hi = shift.saving_ci95_ms
+    need = shift.steps_needed(estimate_ms) if estimate_ms > 0 else None
+    return {
+        "metric": "tpot_ms", "requests": {"baseline": int(len(a)), "candidate": int(len(b))},
+        "median_ms": shift.median_ms, "measured_ms": shift.saving_ms, "ci95_ms": [lo, hi],
+        "noise_ms": shift.noise_ms, "mde_ms": mde if math.isfinite(mde) else None, "requests_needed": need,
+        "verdict": verdict(estimate_ms, shift, mde, need, unit="requests"),
+    }
