@@ -188,30 +188,26 @@ def _match_by_neighbours(group: pd.DataFrame, copies: pd.DataFrame, layers: int,
     return np.zeros(len(copies), dtype=bool)
 
 
-def _prev_kernel_names(group: pd.DataFrame, copy_index: pd.Index) -> list[str]:
+def _neighbour_kernel_names(group: pd.DataFrame, copy_index: pd.Index, step: int) -> list[str]:
+    """Name of the nearest kernel after (step=1) or before (step=-1) each copy in the step."""
     names = name_array(group)
     kinds = group["kind"].to_numpy()
     pos = {idx: i for i, idx in enumerate(group.index)}
     out = []
     for idx in copy_index:
-        j = pos[idx] - 1
-        while j >= 0 and kinds[j] != "kernel":
-            j -= 1
-        out.append(names[j] if j >= 0 else "")
+        j = pos[idx] + step
+        while 0 <= j < len(names) and kinds[j] != "kernel":
+            j += step
+        out.append(names[j] if 0 <= j < len(names) else "")
     return out
+
+
+def _prev_kernel_names(group: pd.DataFrame, copy_index: pd.Index) -> list[str]:
+    return _neighbour_kernel_names(group, copy_index, -1)
 
 
 def _next_kernel_names(group: pd.DataFrame, copy_index: pd.Index) -> list[str]:
-    names = name_array(group)
-    kinds = group["kind"].to_numpy()
-    pos = {idx: i for i, idx in enumerate(group.index)}
-    out = []
-    for idx in copy_index:
-        j = pos[idx] + 1
-        while j < len(names) and kinds[j] != "kernel":
-            j += 1
-        out.append(names[j] if j < len(names) else "")
-    return out
+    return _neighbour_kernel_names(group, copy_index, 1)
 
 
 def _anchor_kinds(group: pd.DataFrame, copies: pd.DataFrame, post_idx: list[int]) -> list[str]:

@@ -7,26 +7,23 @@ effects above X ms TPOT".
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 from typing import Any
 
 import numpy as np
 
+from copyprof.analysis.replica_timing import read_run_file
 from copyprof.analysis.stats import shift_estimate
 from copyprof.analysis.verdict import verdict
 
 
 def load_tpots(run_path: str) -> np.ndarray | None:
-    path = os.path.join(run_path, "client_metrics.json") if os.path.isdir(run_path) else None
-    if not path or not os.path.isfile(path):
+    found = read_run_file(run_path, "client_metrics.json")
+    if found is None:
         return None
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        values = [r.get("tpot_ms") for r in data.get("per_request", []) if isinstance(r, dict)]
-    except (OSError, ValueError, AttributeError):
+        values = [r.get("tpot_ms") for r in found[1].get("per_request", []) if isinstance(r, dict)]
+    except AttributeError:
         return None
     arr = np.asarray([v for v in values if isinstance(v, (int, float)) and math.isfinite(v)], dtype=float)
     return arr if len(arr) >= 2 else None

@@ -16,17 +16,28 @@ import numpy as np
 from copyprof.analysis.stats import ShiftResult, shift_estimate
 
 
-def load_timing(run_path: str) -> dict[str, Any] | None:
-    path = os.path.join(run_path, "timing.json") if os.path.isdir(run_path) else None
+def read_run_file(run_path: str, name: str) -> tuple[str, Any] | None:
+    """(path, parsed JSON) of a file a copyprof run directory carries, or None if absent/unreadable."""
+    path = os.path.join(run_path, name) if os.path.isdir(run_path) else None
     if not path or not os.path.isfile(path):
         return None
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            return path, json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def load_timing(run_path: str) -> dict[str, Any] | None:
+    found = read_run_file(run_path, "timing.json")
+    if found is None:
+        return None
+    path, data = found
+    try:
         per = data["per_block_ms"]
         base = np.asarray(per["baseline"], dtype=float)
         cand = np.asarray(per["candidate"], dtype=float)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
     if len(base) < 2 or len(base) != len(cand):
         return None
