@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import zlib
 from collections.abc import Callable
 
 from copyprof.errors import CopyprofError, UnsupportedFormat
@@ -17,6 +18,13 @@ from copyprof.events import Trace
 from copyprof.readers.source import SQLITE_MAGIC, head_bytes
 
 Reader = Callable[[str], list[Trace]]
+
+try:  # ISA-L's inflate raises its own error type, not zlib.error
+    from isal.isal_zlib import error as _IsalError  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - isal is a core dependency
+    _IsalError = zlib.error
+# What reading a damaged or cut-off gzip stream can raise (gzip/igzip file objects).
+DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error, _IsalError)
 
 _CONVERT_HINTS = {
     ".pftrace": "Perfetto protobuf traces need trace_processor (which downloads a binary); "
@@ -41,7 +49,12 @@ def sniff(path: str) -> str:
         raw = fh.read(16)
     if raw.startswith(SQLITE_MAGIC):
         return _sniff_sqlite(path)
-    head = head_bytes(path)
+    try:
+        head = head_bytes(path)
+    except DECOMPRESS_ERRORS:  # gzip damaged inside its first blocks
+        head = b""
+    if not head.strip() and raw.startswith(b"\x1f\x8b"):
+        head = _inflate_head(path)
     if not head.strip():
         raise CopyprofError("no content (empty after decompression, or gzip stream damaged at the start)", path=path)
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
@@ -64,6 +77,26 @@ def sniff(path: str) -> str:
     raise CopyprofError(f"unknown trace format (starts with {shown!r})", path=path)
 
 
+def _inflate_head(path: str, n: int = 65536) -> bytes:
+    """What a gzip stream cut short (or damaged) inflates to before the damage, up to ``n`` bytes.
+
+    A gzip file object raises at the cut and returns nothing, so a capture whose trace was cut
+    inside its first 64 KB would not even be recognised as a trace; the readers themselves keep
+    every event before a cut, so detection must not be stricter than they are.
+    """
+    dec = zlib.decompressobj(31)
+    out = bytearray()
+    with open(path, "rb") as fh:
+        while len(out) < n and (comp := fh.read(4096)):
+            try:
+                out += dec.decompress(comp, n - len(out))
+            except zlib.error:
+                break
+            if dec.eof:
+                break
+    return bytes(out)
+
+
 def _hint(path: str, head: bytes) -> str | None:
     lower = path.lower()
     for ext, hint in _CONVERT_HINTS.items():
@@ -74,15 +107,33 @@ def _hint(path: str, head: bytes) -> str | None:
     return None
 
 
+def connect_readonly(path: str) -> sqlite3.Connection:
+    """Open a SQLite trace read-only and immutable, decoding damaged text leniently.
+
+    ``immutable=1``: SQLite takes no locks and creates no ``-wal``/``-shm``/journal files next
+    to the user's trace (``mode=ro`` alone still does for a database whose header says WAL).
+    The path goes through ``as_uri`` so that ``?`` or ``#`` in a file name cannot add URI
+    parameters. Text that is not UTF-8 (a damaged page, a blob in a name column) is decoded
+    with replacement characters instead of raising UnicodeDecodeError mid-query.
+    """
+    from pathlib import Path
+
+    conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    return conn
+
+
 def _sniff_sqlite(path: str) -> str:
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = connect_readonly(path)
         try:
             names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")}
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        raise CopyprofError(f"SQLite file cannot be read ({exc})", path=path) from exc
+        raise CopyprofError(f"SQLite file cannot be read ({' '.join(str(exc).split())})", path=path) from exc
+    except UnicodeDecodeError as exc:  # sqlite3 decodes some names strictly
+        raise CopyprofError("SQLite file cannot be read (a table name is not UTF-8: damaged file?)", path=path) from exc
     if "rocpd_metadata" in names or ("kernels" in names and any(n.startswith("rocpd_") for n in names)):
         return "rocpd"
     if "StringIds" in names and any(n.startswith("CUPTI_ACTIVITY_KIND_") for n in names):
