@@ -21,7 +21,6 @@ import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -70,12 +69,19 @@ def is_nsys(conn: sqlite3.Connection) -> bool:
 
 def read_nsys(path: str) -> list[Trace]:
     """Read an nsys SQLite export: one Trace per profiled process (usually one)."""
+    from copyprof.readers.detect import connect_readonly
+
     try:
-        conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        conn = connect_readonly(path)
     except sqlite3.Error as exc:
         raise CopyprofError(f"cannot open as SQLite ({exc})", path=path) from exc
     try:
         return _Reader(conn, path).read()
+    except sqlite3.DatabaseError as exc:  # a damaged page outside the per-table reads (string table, enums)
+        raise CopyprofError(f"cannot read SQLite database ({exc}); is it truncated or damaged?", path=path) from exc
+    except UnicodeDecodeError as exc:  # sqlite3 decodes column names strictly
+        raise CopyprofError("cannot read SQLite database (a table or column name is not UTF-8: damaged file?)",
+                            path=path) from exc
     finally:
         conn.close()
 
@@ -263,7 +269,7 @@ class _Reader:
         if total > len(a):
             self.meta_extra["nvtx_non_range_rows_skipped"] = int(total - len(a))
         strings = self._strings(a[:, 3])
-        labels = pd.Series(texts, dtype=object)
+        labels = pd.Series([_text(t) for t in texts], dtype=object)
         missing = labels.isna().to_numpy()
         labels[missing] = [strings.get(int(k), "") for k in a[missing, 3]]
         codes, uniq = pd.factorize(labels)
@@ -279,9 +285,13 @@ class _Reader:
         """Int columns (NULL/missing -> -1) as an (n, k) int64 array; plus a text column if asked.
 
         A table that fails part way (corrupt page) keeps the rows fetched before the failure.
+        A cell that is not an integer (text, a blob, a float: SQLite does not enforce column
+        types) is read as missing (-1) and counted in a warning, rather than failing the file.
         """
         have = {r[1] for r in self.conn.execute(f'PRAGMA table_info("{table}")')}
-        exprs = [f'COALESCE("{c}", -1)' if c in have else "-1" for c in columns]
+        exprs = [f"CASE typeof(\"{c}\") WHEN 'integer' THEN \"{c}\" ELSE -1 END" if c in have else "-1"
+                 for c in columns]
+        exprs.append(" + ".join(f"(typeof(\"{c}\") NOT IN ('integer', 'null'))" for c in columns if c in have) or "0")
         if text is not None:
             exprs.append(f'"{text}"' if text in have else "NULL")
         sql = f'SELECT {", ".join(exprs)} FROM "{table}"' + (f" WHERE {where}" if where else "")
@@ -301,7 +311,10 @@ class _Reader:
             if not got:
                 raise
             self.problems.append(f"{table} stopped after {got} rows ({exc})")
-        arr = np.concatenate(chunks) if chunks else np.empty((0, len(columns)), np.int64)
+        arr = np.concatenate(chunks) if chunks else np.empty((0, len(columns) + 1), np.int64)
+        if bad := int(arr[:, -1].sum()):
+            self.warnings.append(f"{table}: {bad} values are not integers (read as missing)")
+        arr = arr[:, :-1]
         return (arr, texts) if text is not None else arr
 
     def _strings(self, ids: np.ndarray) -> dict[int, str]:
@@ -312,8 +325,9 @@ class _Reader:
         out: dict[int, str] = {}
         for i in range(0, len(wanted), _IN_BATCH):
             batch = wanted[i:i + _IN_BATCH]
-            out.update(self.conn.execute(
-                f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(batch))})", batch))
+            rows = self.conn.execute(f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(batch))})",
+                                     batch)
+            out.update((i, _text(v) or "") for i, v in rows)
         return out
 
     def _enum(self, table: str, column: str = "name") -> dict[int, str]:
@@ -321,7 +335,7 @@ class _Reader:
             return {}
         try:
             rows = self.conn.execute(f'SELECT id, "{column}" FROM "{table}"').fetchall()
-            return {int(i): str(v) for i, v in rows if v is not None}
+            return {i: str(_text(v)) for i, v in rows if v is not None and type(i) is int}
         except sqlite3.DatabaseError:
             return {}
 
@@ -353,9 +367,9 @@ class _Reader:
         except sqlite3.DatabaseError:
             return {}
         for g, text in rows:
-            m = _MPI_RANK.fullmatch(text or "")
-            if m and g is not None:
-                found.setdefault(int(g) & ~TID_MASK, set()).add(int(m.group(1)))
+            m = _MPI_RANK.fullmatch(_text(text) or "")
+            if m and type(g) is int:
+                found.setdefault(g & ~TID_MASK, set()).add(int(m.group(1)))
         return {k: v.pop() for k, v in found.items() if len(v) == 1}
 
     def _general_meta(self, tables_read: list[str]) -> dict[str, Any]:
@@ -363,12 +377,12 @@ class _Reader:
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if table in self.tables:
                 rows = dict(self._safe(f'SELECT name, value FROM "{table}"'))
-                metadata["nsys_schema"] = rows.get("EXPORT_SCHEMA_VERSION")
-                metadata["nsys_version"] = rows.get("EXPORT_PRODUCT_VERSION")
+                metadata["nsys_schema"] = _text(rows.get("EXPORT_SCHEMA_VERSION"))
+                metadata["nsys_version"] = _text(rows.get("EXPORT_PRODUCT_VERSION"))
                 break
         if "TARGET_INFO_SESSION_START_TIME" in self.tables:
             row = self._safe("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
-            if row:
+            if row and type(row[0][0]) is int:
                 metadata["session_start_utc_ns"] = row[0][0]
         devices: dict[int, dict[str, Any]] = {}
         if "TARGET_INFO_GPU" in self.tables:
@@ -376,11 +390,12 @@ class _Reader:
             pick = [c if c in have else "NULL" for c in ("id", "name", "computeMajor", "computeMinor", "smCount")]
             sql = f"SELECT {', '.join(pick)} FROM TARGET_INFO_GPU ORDER BY id"
             for gid, name, major, minor, sms in self._safe(sql):
-                arch = f"sm_{major}{minor}" if major is not None and minor is not None else ""
-                devices.setdefault(gid, {"name": name or "", "arch": arch, "sms": sms})
+                arch = f"sm_{major}{minor}" if type(major) is int and type(minor) is int else ""
+                devices.setdefault(_text(gid), {"name": _text(name) or "", "arch": arch,
+                                                "sms": sms if type(sms) is int else None})
         procs: dict[int, str] = {}
         if "PROCESSES" in self.tables:
-            procs = {int(g): n for g, n in self._safe("SELECT globalPid, name FROM PROCESSES") if g is not None}
+            procs = {g: _text(n) for g, n in self._safe("SELECT globalPid, name FROM PROCESSES") if type(g) is int}
         return {"metadata": metadata, "devices": list(devices.values()), "procs": procs, "tables_read": tables_read}
 
     def _safe(self, sql: str) -> list[tuple[Any, ...]]:
@@ -390,6 +405,15 @@ class _Reader:
         except sqlite3.DatabaseError as exc:
             self.warnings.append(f"could not read side table ({exc}): {sql[:60]}")
             return []
+
+
+def _text(value: Any) -> str | None:
+    """A name cell as text: blobs decoded leniently, numbers spelled out, NULL kept as None."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
