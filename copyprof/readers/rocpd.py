@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import sqlite3
 from typing import Any
-from urllib.parse import quote
 
 import numpy as np
 
@@ -96,8 +95,10 @@ def read_rocpd(path: str) -> list[Trace]:
         raise CopyprofError("no such file", path=path)
     if os.path.getsize(path) == 0:
         raise CopyprofError("file is empty", path=path)
+    from copyprof.readers.detect import connect_readonly
+
     try:
-        conn = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+        conn = connect_readonly(path)
     except sqlite3.Error as exc:
         raise CopyprofError(f"cannot open SQLite database: {exc}", path=path) from exc
     try:
@@ -105,6 +106,9 @@ def read_rocpd(path: str) -> list[Trace]:
     except sqlite3.DatabaseError as exc:
         hint = "; is it truncated?" if "malformed" in str(exc) or "not a database" in str(exc) else ""
         raise CopyprofError(f"cannot read SQLite database ({exc}){hint}", path=path) from exc
+    except UnicodeDecodeError as exc:  # a column name that is not UTF-8 (sqlite3 decodes names strictly)
+        raise CopyprofError("cannot read SQLite database (a table or column name is not UTF-8: damaged file?)",
+                            path=path) from exc
     finally:
         conn.close()
 
@@ -114,11 +118,12 @@ def _read(conn: sqlite3.Connection, path: str) -> list[Trace]:
     if not is_rocpd(conn) or not ({"kernels", "memory_copies"} & names):
         raise CopyprofError("not a rocpd database (no kernels or memory_copies view)", path=path)
     skipped_pids = np.empty(0, np.int64)
-    k = _fetch(conn, "kernels", _KERNEL_FIELDS, path) if "kernels" in names else None
-    m = _fetch(conn, "memory_copies", _COPY_FIELDS, path) if "memory_copies" in names else None
+    problems: list[str] = []
+    k = _fetch(conn, "kernels", _KERNEL_FIELDS, path, problems) if "kernels" in names else None
+    m = _fetch(conn, "memory_copies", _COPY_FIELDS, path, problems) if "memory_copies" in names else None
     r = None
     if "regions" in names:
-        r = _fetch(conn, "regions", _REGION_FIELDS, path)
+        r = _fetch(conn, "regions", _REGION_FIELDS, path, problems)
         cat = np.char.upper(r["category"].astype(str))
         r["marker"] = np.char.startswith(cat, "MARKER")
         keep = r["marker"] | np.char.startswith(cat, "HIP")
@@ -146,7 +151,7 @@ def _read(conn: sqlite3.Connection, path: str) -> list[Trace]:
             parts.append(part(kind.astype(object), r["name"][sel], r["start"][sel], r["end"][sel],
                               stream=r["tid"][sel], correlation=r["corr"][sel], external_id=_ext(r["ext"][sel])))
         md = {**metadata, "pid": int(pid), **procs.get(int(pid), {})}
-        warnings = []
+        warnings = list(problems)
         if skipped := int((skipped_pids == pid).sum()):
             warnings.append(f"skipped {skipped} regions that are neither HIP API nor markers")
         meta = TraceMeta(path=path, format="rocpd", flavour="rocprofiler-sdk", ranks=[0],
@@ -156,32 +161,57 @@ def _read(conn: sqlite3.Connection, path: str) -> list[Trace]:
 
 
 def _fetch(conn: sqlite3.Connection, view: str, fields: dict[str, tuple[tuple[str, ...], Any]],
-           path: str) -> dict[str, np.ndarray]:
-    """Select the fields' columns from a view (aliases resolved) into numpy arrays."""
+           path: str, problems: list[str]) -> dict[str, np.ndarray]:
+    """Select the fields' columns from a view (aliases resolved) into numpy arrays.
+
+    SQLite does not enforce column types, so a damaged or hand-edited database can hold text,
+    blobs or floats where integers belong. Such a cell is read as missing (the field's
+    default); a row whose start or end is not an integer is dropped. Both are counted in
+    ``problems`` (the traces' warnings), so the rest of the file is still read.
+    """
     present = {d[0].lower() for d in conn.execute(f'SELECT * FROM "{view}" LIMIT 0').description}
     select: list[str] = []
+    required: list[str] = []
+    optional: list[str] = []
     for candidates, default in fields.values():
         col = next((c for c in candidates if c in present), None)
         if col is None and default is None:
             raise CopyprofError(f"view {view} lacks column {candidates[0]}", path=path)
-        lit = "''" if isinstance(default, str) else str(default)
-        select.append(f'"{col}"' if default is None else f'COALESCE("{col}", {lit})' if col else lit)
+        if col is None:
+            select.append("''" if isinstance(default, str) else str(default))
+        elif isinstance(default, str):
+            select.append(f"COALESCE(\"{col}\", '')")
+        else:
+            (required if default is None else optional).append(col)
+            select.append(f"CASE typeof(\"{col}\") WHEN 'integer' THEN \"{col}\" ELSE {-1 if default is None else default} END")
+    select.append(" OR ".join(f"typeof(\"{c}\") != 'integer'" for c in required) or "0")
+    select.append(" + ".join(f"(typeof(\"{c}\") NOT IN ('integer', 'null'))" for c in optional) or "0")
     cur = conn.execute(f'SELECT {", ".join(select)} FROM "{view}"')
-    chunks: list[list[tuple[Any, ...]]] = [[] for _ in fields]
+    chunks: list[list[tuple[Any, ...]]] = [[] for _ in range(len(fields) + 2)]
     while batch := cur.fetchmany(_BATCH):
         for i, column in enumerate(zip(*batch)):
             chunks[i].append(column)
+    flat = [[v for c in cols for v in c] for cols in chunks]
+    drop = np.array(flat[-2], dtype=bool) if flat[-2] else np.zeros(0, bool)
+    if bad := sum(flat[-1]):
+        problems.append(f"view {view}: {bad} values are not integers (read as missing)")
+    if drop.any():
+        problems.append(f"view {view}: skipped {int(drop.sum())} rows whose start or end is not an integer")
     out: dict[str, np.ndarray] = {}
-    for (key, (_, default)), cols in zip(fields.items(), chunks):
-        flat = [v for c in cols for v in c]
+    for (key, (_, default)), values in zip(fields.items(), flat):
         if isinstance(default, str):
-            out[key] = np.array(flat, dtype=object) if flat else np.empty(0, object)
+            arr = np.array([_text(v) for v in values], dtype=object) if values else np.empty(0, object)
         else:
-            try:
-                out[key] = np.array(flat, dtype=np.int64) if flat else np.empty(0, np.int64)
-            except (TypeError, ValueError, OverflowError) as exc:
-                raise CopyprofError(f"view {view}: column {key} holds non-integer values", path=path) from exc
+            arr = np.array(values, dtype=np.int64) if values else np.empty(0, np.int64)
+        out[key] = arr[~drop] if len(drop) else arr
     return out
+
+
+def _text(value: Any) -> str:
+    """A name cell as text: blobs decoded leniently, numbers spelled out."""
+    if isinstance(value, str):
+        return value
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def _ext(ext: np.ndarray) -> np.ndarray:
@@ -237,16 +267,19 @@ def _devices(conn: sqlite3.Connection, names: set[str]) -> list[dict[str, Any]]:
         rows = conn.execute(query % "NULL").fetchall()
     seen: dict[int, dict[str, Any]] = {}
     for ti, ai, name, product, cu in rows:
-        idx = int(ti) if ti is not None else len(seen)
-        seen.setdefault(idx, {"index": idx, "name": product or name, "arch": name,
-                              "cus": int(cu) if cu else None, "node_id": ai})
+        idx = ti if type(ti) is int else len(seen)
+        name = _text(name) if name is not None else None
+        seen.setdefault(idx, {"index": idx, "name": (_text(product) if product else None) or name, "arch": name,
+                              "cus": cu if type(cu) is int and cu > 0 else None,
+                              "node_id": ai if type(ai) is int else None})
     return list(seen.values())
 
 
 def _metadata(conn: sqlite3.Connection, names: set[str]) -> dict[str, Any]:
     if "rocpd_metadata" not in names:
         return {}
-    return {str(t): v for t, v in conn.execute("SELECT tag, value FROM rocpd_metadata")}
+    return {_text(t): _text(v) if isinstance(v, bytes) else v
+            for t, v in conn.execute("SELECT tag, value FROM rocpd_metadata")}
 
 
 def _processes(conn: sqlite3.Connection, names: set[str]) -> dict[int, dict[str, Any]]:
@@ -259,5 +292,6 @@ def _processes(conn: sqlite3.Connection, names: set[str]) -> dict[int, dict[str,
     if "pid" not in cols or not want:
         return out
     for row in conn.execute(f'SELECT pid, {", ".join(want)} FROM processes'):
-        out[int(row[0])] = {k: v for k, v in zip(want, row[1:]) if v is not None}
+        if type(row[0]) is int:
+            out[row[0]] = {k: _text(v) if isinstance(v, bytes) else v for k, v in zip(want, row[1:]) if v is not None}
     return out
