@@ -28,6 +28,7 @@ import numpy as np
 
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace, TraceMeta, make_table
+from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.source import open_binary
 
 _REQUIRED = ("KernelName", "BeginNs", "EndNs")
@@ -51,7 +52,7 @@ def read_rocprof_v1_csv(path: str) -> list[Trace]:
         reader = csv.reader(lines)
         try:
             header = next(reader, None)
-        except (csv.Error, OSError, EOFError) as exc:
+        except (csv.Error, *DECOMPRESS_ERRORS) as exc:
             raise CopyprofError(f"cannot read the CSV header ({exc})", path=path) from exc
         if not header or not any(h.strip() for h in header):
             raise CopyprofError("empty file: no rocprof results.csv header", path=path)
@@ -92,7 +93,7 @@ def _read_rows(reader: Any, lines: _LastLine, col: dict[str, int], width: int, p
             try:
                 if len(row) < width:
                     raise ValueError("short row")
-                begin, end = int(row[i_begin]), int(row[i_end])
+                begin, end = _i64(row[i_begin]), _i64(row[i_end])
                 vals = [_int(row, extra[k]) for k in extra]
             except ValueError:
                 bad.append(row_no)
@@ -106,7 +107,7 @@ def _read_rows(reader: Any, lines: _LastLine, col: dict[str, int], width: int, p
             ints["end_ns"].append(end)
             for k, v in zip(extra, vals):
                 ints[k].append(v)
-    except (csv.Error, OSError, EOFError) as exc:  # NUL bytes, broken gzip stream
+    except (csv.Error, *DECOMPRESS_ERRORS) as exc:  # NUL bytes, broken gzip stream
         stop = f"reading stopped at row {row_no + 1} ({type(exc).__name__}: {exc})"
 
     warnings: list[str] = []
@@ -150,4 +151,15 @@ def _int(row: list[str], i: int | None) -> int:
     """An integer cell; a missing column or an empty cell is -1, anything else must parse."""
     if i is None or i >= len(row) or not row[i].strip():
         return -1
-    return int(row[i])
+    return _i64(row[i])
+
+
+_I64 = (-(2**63), 2**63 - 1)
+
+
+def _i64(text: str) -> int:
+    """An int64 cell; anything else (junk, or a number no int64 holds) raises ValueError."""
+    value = int(text)
+    if not _I64[0] <= value <= _I64[1]:
+        raise ValueError(f"{text[:30]} does not fit in 64 bits")
+    return value
