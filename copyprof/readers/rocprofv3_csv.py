@@ -249,22 +249,28 @@ def _ints(df: pd.DataFrame, col: str, path: str, required: bool = False) -> np.n
     if col not in df:
         return np.full(len(df), -1, np.int64)
     s = df[col]
-    if s.dtype.kind in "iu":
+    if s.dtype.kind == "i":
         return s.to_numpy().astype(np.int64)
     text = s.astype(str).str.strip()
     empty = (text == "").to_numpy() | s.isna().to_numpy()
     # Parse only the filled cells so they stay int64 (ns clocks exceed float's 2**53).
-    num = pd.to_numeric(text[~empty], errors="coerce")
+    num = pd.to_numeric(text[~empty], errors="coerce").to_numpy()
     bad = np.zeros(len(s), bool)
-    bad[~empty] = (num.isna() | ((num % 1) != 0)).to_numpy()
+    if num.dtype.kind == "f":  # junk, fractions, inf, or beyond uint64: none of them is an int64
+        with np.errstate(invalid="ignore"):
+            bad[~empty] = ~(np.isfinite(num) & (num % 1 == 0) & (num >= -(2.0**63)) & (num < 2.0**63))
+    elif num.dtype.kind == "u":  # pandas keeps 2**63 .. 2**64-1 as uint64: too big for the table
+        bad[~empty] = num > np.iinfo(np.int64).max
+    elif num.dtype.kind != "i":
+        bad[~empty] = True
     if required:
         bad |= empty
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        what = "missing" if empty[i] else f"{s.iloc[i]!r}, not an integer"
+        what = "missing" if empty[i] else f"{str(s.iloc[i])[:40]!r}, not a 64-bit integer"
         raise CopyprofError(f"line {i + 2}: {col} is {what}", path=path)
     out = np.full(len(s), -1, np.int64)
-    out[~empty] = num.to_numpy().astype(np.int64)
+    out[~empty] = num.astype(np.int64)
     return out
 
 

@@ -15,7 +15,6 @@ MEMORY_COPY=10, KERNEL_DISPATCH=11); the file carries its own name table, so use
 from __future__ import annotations
 
 import os
-import zlib
 from typing import Any, Union
 
 import msgspec
@@ -24,6 +23,7 @@ import numpy as np
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace, TraceMeta
 from copyprof.readers.rocprofv3_csv import assemble, copy_dir_of, finish_meta, grid_blocks, memcpy_name, part
+from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.source import open_binary
 
 
@@ -160,7 +160,7 @@ def read_rocprofv3_json(path: str) -> list[Trace]:
     try:
         with open_binary(path) as fh:
             data = fh.read()
-    except (EOFError, OSError, zlib.error) as exc:
+    except DECOMPRESS_ERRORS as exc:
         raise CopyprofError(f"compressed stream ends early or is corrupt ({type(exc).__name__})",
                             path=path) from exc
     if not data.strip():
