@@ -1,12 +1,13 @@
 """Entry point: the click group and the mapping of CopyprofError to one-line errors."""
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
 
 from copyprof import __version__
-from copyprof.errors import CopyprofError
+from copyprof.errors import EXIT_BAD_INPUT, CopyprofError
 
 
 @click.group()
@@ -30,6 +31,7 @@ def main() -> None:
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # cleanup is done; a further Ctrl-C must not turn 130 into -2
         click.echo("copyprof: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
@@ -38,8 +40,12 @@ def main() -> None:
     except CopyprofError as exc:
         if debug:
             raise
-        click.echo(f"copyprof: error: {exc}", err=True)
+        message = str(exc)
+        if exc.exit_code == EXIT_BAD_INPUT:  # one line, as promised (a library's message may hold newlines)
+            message = " ".join(message.split())
+        click.echo(f"copyprof: error: {message}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         click.echo("copyprof: interrupted", err=True)
         sys.exit(130)
