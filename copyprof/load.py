@@ -4,21 +4,33 @@ A directory is searched (a few levels deep) for files whose *content* is a trace
 client metrics, logs and vLLM's ``*.profiler_out.txt`` are skipped. rocprofv3 CSV files are
 grouped per process. vLLM's API-process trace (``*.async_llm.*``) is read with
 ``role="frontend"`` so that analyses can leave it out of the per-rank figures.
+
+:func:`read_sources` adds the two things that make repeated and multi-rank reports fast: the
+on-disk table cache (copyprof/cache.py) and chunk-parallel Kineto decoding across ``jobs``
+worker processes (copyprof/parallel.py). Ranks are read one after another, each with every
+core: that keeps one rank's text in flight at a time (flat memory) and balances ranks of any
+size. Both give the tables a plain serial read gives.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from copyprof.cache import TableCache, cached_read
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace
 from copyprof.readers.detect import reader_for, sniff
-from copyprof.readers.source import head_bytes
+from copyprof.readers.source import head_bytes, json_size
 
 MAX_DEPTH = 4
 _SKIP_NAMES = re.compile(r"(^run\.json$|^timing\.json$|metrics.*\.json$|\.profiler_out\.txt$|\.log$|\.md$|\.py$|\.tmp$)")
+if TYPE_CHECKING:
+    from copyprof.parallel import ChunkPool
+
 _FRONTEND = re.compile(r"\.async_llm\b")
 
 
@@ -40,8 +52,7 @@ def discover(paths: Iterable[str]) -> list[Source]:
         if os.path.isdir(p):
             found = _discover_dir(p)
             if not found:
-                raise CopyprofError("no trace found in directory (looked for Kineto JSON, rocprofv3 "
-                                    "CSV/JSON/rocpd, nsys SQLite)", path=p)
+                raise CopyprofError(_no_trace(p), path=p)
             sources.extend(found)
         elif os.path.exists(p):
             fmt = sniff(p)
@@ -52,6 +63,18 @@ def discover(paths: Iterable[str]) -> list[Source]:
         else:
             raise CopyprofError("no such file or directory", path=p)
     return sources
+
+
+def _no_trace(directory: str) -> str:
+    """Why a directory has nothing to read; for a copyprof run that stopped early, its run.json status."""
+    try:
+        with open(os.path.join(directory, "run.json"), encoding="utf-8") as fh:
+            status = json.load(fh).get("status")
+    except (OSError, ValueError, AttributeError):
+        status = None
+    if isinstance(status, str) and status != "complete":
+        return f"no trace in this run directory: the capture did not complete (run.json: {' '.join(status.split())[:300]})"
+    return "no trace found in directory (looked for Kineto JSON, rocprofv3 CSV/JSON/rocpd, nsys SQLite)"
 
 
 def _walk(root: str) -> list[str]:
@@ -106,11 +129,15 @@ def _looks_like_chrome_trace(path: str) -> bool:
     return b'"traceEvents"' in head or head.lstrip()[:1] == b"["
 
 
-def read_source(src: Source) -> list[Trace]:
+def read_source(src: Source, pool: ChunkPool | None = None) -> list[Trace]:
     if src.fmt == "rocprofv3-csv":
         from copyprof.readers.rocprofv3_csv import read_rocprofv3_csv
 
         traces = read_rocprofv3_csv(list(src.paths))
+    elif src.fmt == "kineto" and pool is not None:
+        from copyprof.readers.kineto import read_kineto
+
+        traces = read_kineto(src.path, pool)
     else:
         traces = reader_for(src.fmt)(src.path)
     for t in traces:
@@ -119,10 +146,36 @@ def read_source(src: Source) -> list[Trace]:
     return traces
 
 
-def load(paths: Iterable[str], progress: Callable[[Source], None] | None = None) -> list[Trace]:
+def decode_pool(sources: list[Source], jobs: int) -> ChunkPool | None:
+    """Worker processes for chunk-parallel Kineto decoding, when ``jobs`` > 1 and a Kineto
+    source is big enough to gain from them. Start it before any other thread (a progress
+    display) and close it when done (``with``)."""
+    from copyprof.parallel import MIN_PARALLEL_BYTES, make_pool
+
+    if jobs > 1 and any(s.fmt == "kineto" and json_size(s.path) >= MIN_PARALLEL_BYTES for s in sources):
+        return make_pool(jobs)
+    return None
+
+
+def read_sources(sources: list[Source], *, pool: ChunkPool | None = None, cache: bool = False,
+                 progress: Callable[[Source], None] | None = None) -> list[Trace]:
+    """Read every source, Kineto chunks decoded in ``pool`` when given; with ``cache`` the
+    tables are served from / stored into the on-disk cache."""
+    table_cache = TableCache() if cache else None
     traces: list[Trace] = []
-    for src in discover(paths):
+    for src in sources:
         if progress:
             progress(src)
-        traces.extend(read_source(src))
+        traces.extend(cached_read(table_cache, src.fmt, src.paths, lambda src=src: read_source(src, pool)))
     return traces
+
+
+def load(paths: Iterable[str], progress: Callable[[Source], None] | None = None, *,
+         jobs: int = 1, cache: bool = False) -> list[Trace]:
+    sources = discover(paths)
+    pool = decode_pool(sources, jobs)
+    try:
+        return read_sources(sources, pool=pool, cache=cache, progress=progress)
+    finally:
+        if pool is not None:
+            pool.close()

@@ -10,18 +10,21 @@ from copyprof.analysis.report import analyze_run
 from copyprof.cli.main import cli
 from copyprof.cli.progress import reading_progress
 from copyprof.errors import CopyprofError
-from copyprof.load import discover, read_source
+from copyprof.load import decode_pool, discover, read_sources
+from copyprof.parallel import available_cores
 from copyprof.models import ModelLayout, load_layout
 from copyprof.render.report_text import render_csv, render_json, render_markdown, render_terminal
 
 
-def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps: bool) -> dict:
+def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps: bool, jobs: int, cache: bool) -> dict:
     sources = discover([path])
-    traces = []
-    with reading_progress(len(sources)) as advance:
-        for src in sources:
-            advance(src.path)
-            traces.extend(read_source(src))
+    pool = decode_pool(sources, jobs)  # before the progress display's thread starts (fork)
+    try:
+        with reading_progress(len(sources)) as advance:
+            traces = read_sources(sources, pool=pool, cache=cache, progress=lambda src: advance(src.path))
+    finally:
+        if pool is not None:
+            pool.close()
     return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps)
 
 
@@ -34,18 +37,23 @@ def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps
 @click.option("--labels", help="Comma-separated names for the runs (default: baseline,candidate or the paths).")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table", show_default=True)
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write plots to FILE.png or FILE.svg.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Processes that decode trace chunks (default: the available cores).")
+@click.option("--no-cache", is_flag=True, help="Read the traces even if parsed tables are cached (and cache nothing).")
 def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_rank: bool, all_steps: bool,
-               labels: str | None, fmt: str, plot_path: str | None) -> None:
+               labels: str | None, fmt: str, plot_path: str | None, jobs: int | None, no_cache: bool) -> None:
     """Census of device-to-device copies per decode step, MLA/KDA attribution and removable cost.
 
     RUNS is one run (a run directory, a vLLM profile directory or trace files), or a baseline
-    and a candidate to compare.
+    and a candidate to compare. Parsed tables are cached in $COPYPROF_CACHE_DIR (default
+    ~/.cache/copyprof), keyed by each file's size, mtime and content hash.
     """
     if len(runs) > 2:
         raise CopyprofError("report takes one run, or a baseline and a candidate")
     layout = load_layout(model) if model else None
     names = _labels(labels, runs)
-    results = [_load_run(r, layout, rank, all_steps) for r in runs]
+    jobs = jobs or available_cores()
+    results = [_load_run(r, layout, rank, all_steps, jobs, not no_cache) for r in runs]
     comparison = None
     extra_tables, extra_md = [], []
     if len(results) == 2:

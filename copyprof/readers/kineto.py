@@ -7,139 +7,141 @@ CUPTI kernels carry ``grid``/``block`` in blocks/threads and (2026 kineto) ``gra
 ``graph node id``; ROCm runtime rows are ``cat: cuda_runtime``; legacy (2020-21) files use a
 bare list, capitalised categories and ``"external id"``; ``pid`` may be a string.
 
-Speed: events are decoded by msgspec into Structs that declare only the fields we use (other
-keys are skipped without allocation), chunk by chunk (see json_stream), and appended to
-per-column lists. Events of other categories (python_function, flows, counters) are counted
-and dropped without building anything else; cpu_ops are kept only when they are copy ops.
+Speed: see kineto_columns (the decode + columnise hot path, shared by the serial path here and
+the worker processes of copyprof/parallel.py). Events of other categories (python_function,
+flows, counters) are counted and dropped; cpu_ops are kept only when they are copy ops. The
+per-chunk columns are joined column by column (each chunk's copy freed as it is used) and the
+frame is built without pandas' consolidation copy, so peak memory is about one table.
 """
 from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-
-from copyprof.errors import CopyprofError
 import numpy as np
 import pandas as pd
 
-from copyprof.events import KINDS, Trace, TraceMeta, make_table
+from copyprof.errors import CopyprofError
+from copyprof.events import _INT_COLUMNS, BYTES_SOURCES, COLUMNS, KINDS, Trace, TraceMeta
 from copyprof.readers.json_stream import MalformedChunk, NotStreamable, StreamState, stream_event_chunks
-from copyprof.readers.kineto_columns import CategoryMap, ChunkResult, columnize
-from copyprof.readers.source import BlockStream, open_binary
+from copyprof.readers.kineto_columns import AUX_COLUMNS, ChunkResult, Event, columnize, convert_event, decode_columns, gc_paused
+from copyprof.readers.source import BlockStream, json_size, open_binary
+
+if TYPE_CHECKING:
+    from copyprof.parallel import ChunkPool
 
 _RANK_IN_NAME = re.compile(r"(?:^|[_.\-])rank[_\-]?(\d+)(?:[_.\-]|$)")
 
 
-# Concrete field types let msgspec decode ~3x faster than `Any`; unions cover the spellings
-# seen in real files (roctracer writes runtime args as strings: "bytes": "9216", "kind": "1").
-# An event that fits none of them sends its chunk down the generic path in _decode_chunk.
-_IntLike = int | float | str | None
+class _Columns:
+    """Table columns filled chunk by chunk, in place.
 
+    Why: keeping per-chunk arrays and concatenating at the end holds the table twice at the
+    peak (and the freed chunk arrays stay in the heap). Here each chunk is copied into
+    columns allocated once with room for the rows the file size suggests (untouched pages
+    cost no memory) and doubled in the rare case the guess was short.
+    """
 
-class _Args(msgspec.Struct):
-    device: _IntLike = None
-    stream: _IntLike = None
-    correlation: _IntLike = None
-    external_id: _IntLike = msgspec.field(default=None, name="External id")
-    external_id_legacy: _IntLike = msgspec.field(default=None, name="external id")
-    bytes: _IntLike = None
-    size: _IntLike = None  # ROCm 6.2 runtime copy rows carry `size` instead of `bytes`
-    kind: _IntLike = None
-    grid: list[int] | None = None
-    block: list[int] | None = None
-    graph_id: _IntLike = msgspec.field(default=None, name="graph id")
-    graph_node_id: _IntLike = msgspec.field(default=None, name="graph node id")
-    from_device: _IntLike = msgspec.field(default=None, name="fromDevice")  # CUPTI PtoP has no `device`
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1024, capacity)
+        self.n = 0
+        self.cols: dict[str, np.ndarray] = {}
 
+    def append(self, cols: dict[str, np.ndarray], n: int) -> None:
+        if not self.cols:
+            self.cols = {k: np.empty(self.capacity, dtype=v.dtype) for k, v in cols.items()}
+        if self.n + n > self.capacity:
+            self.capacity = max(2 * self.capacity, self.n + n)
+            for k, old in self.cols.items():
+                new = np.empty(self.capacity, dtype=old.dtype)
+                new[: self.n] = old[: self.n]
+                self.cols[k] = new
+        for k, v in cols.items():
+            self.cols[k][self.n : self.n + n] = v
+        self.n += n
 
-class _Event(msgspec.Struct):
-    ph: str | None = None
-    cat: str | None = None
-    name: str | int | float | None = None
-    pid: _IntLike = None
-    tid: _IntLike = None
-    ts: float | str | None = None
-    dur: float | str | None = None
-    args: _Args | None = None
-
-
-_EMPTY_ARGS = _Args()
-_FAST = msgspec.json.Decoder(list[_Event])
-_GENERIC = msgspec.json.Decoder()
-
-
-def _decode_chunk(data: bytes) -> list[_Event]:
-    try:
-        return _FAST.decode(data)
-    except msgspec.ValidationError:
-        # Some event has a field of an unexpected shape (args not an object, ...). Decode
-        # generically and keep the events that fit; the rest are skipped.
-        items = _GENERIC.decode(data)
-        out: list[_Event] = []
-        for item in items:
-            try:
-                out.append(msgspec.convert(item, _Event))
-            except (msgspec.ValidationError, TypeError):
-                continue
-        return out
+    def take(self) -> dict[str, np.ndarray]:
+        cols, self.cols = self.cols, {}
+        return {k: v[: self.n] for k, v in cols.items()}
 
 
 class _Accumulator:
     """Merges per-chunk columns; names are re-coded against one global list."""
 
-    def __init__(self) -> None:
-        self.catmap = CategoryMap()
+    def __init__(self, capacity: int = 0) -> None:
         self.names: dict[str, int] = {}
-        self.parts: list[ChunkResult] = []
+        self.table = _Columns(capacity)
         self.counts = np.zeros(len(KINDS), dtype=np.int64)
         self.other = self.bad = self.graph_launches = 0
         self.rows = 0
+        self._dir_rows: list[np.ndarray] = []  # memcpy rows (table positions) and their directions
+        self._dirs: list[np.ndarray] = []
 
-    def take(self, events: list[_Event]) -> None:
-        res = columnize(events, self.catmap, _EMPTY_ARGS)
-        remap = np.array([self.names.setdefault(n, len(self.names)) for n in res.names], dtype=np.int32)
-        res.name_codes = remap[res.name_codes] if len(remap) else res.name_codes
-        self.parts.append(res)
+    def take(self, res: ChunkResult) -> None:
+        n = len(res.name_codes)
+        mk = res.cols.pop("memcpy_rows")
+        kind_arg = res.cols.pop("copy_kind_arg")
+        if len(mk):
+            by_name = np.array([_dir_from_name(nm) for nm in res.names], dtype=object)
+            d = by_name[res.name_codes[mk]]
+            self._dirs.append(np.where(d == "", kind_arg, d))
+            self._dir_rows.append(mk + self.rows)
+        remap = np.array([self.names.setdefault(nm, len(self.names)) for nm in res.names], dtype=np.int32)
+        res.cols["name_code"] = remap[res.name_codes] if len(remap) else res.name_codes.astype(np.int32)
+        self.table.append(res.cols, n)
         self.counts += res.counts
         self.other += res.other
         self.bad += res.bad
         self.graph_launches += res.graph_launches
-        self.rows += len(res.name_codes)
+        self.rows += n
 
     def kind_counts(self) -> dict[str, int]:
         return {k: int(c) for k, c in zip(KINDS, self.counts)}
 
     def build(self, rank: int) -> pd.DataFrame:
         names = list(self.names)
-        parts = self.parts
-        cols: dict[str, Any] = {}
-        keys = [k for k in (parts[0].cols if parts else {}) if k not in ("copy_kind_arg", "memcpy_rows")]
-        for key in keys:
-            cols[key] = np.concatenate([p.cols[key] for p in parts])
-        codes = np.concatenate([p.name_codes for p in parts]) if parts else np.zeros(0, np.int32)
-        n = len(codes)
-        kinds = np.array(KINDS, dtype=object)
-        cols["kind"] = kinds[cols.pop("kind_idx")] if n else []
-        cols["rank"] = np.full(n, rank, dtype=np.int32)
-        cols["bytes_src"] = np.where(cols["bytes"] >= 0, "event", "none") if n else []
-        cols["copy_dir"] = self._copy_dirs(parts, names, n)
-        return make_table(codes, names, cols)
+        if not self.rows:
+            from copyprof.events import make_table
 
-    def _copy_dirs(self, parts: list[ChunkResult], names: list[str], n: int) -> np.ndarray:
-        by_name = np.array([_dir_from_name(nm) for nm in names] or [""], dtype=object)
-        out = np.full(n, "", dtype=object)
-        offset = 0
-        for p in parts:
-            rows = p.cols["memcpy_rows"]
-            if len(rows):
-                d = by_name[p.name_codes[rows]]
-                arg = p.cols["copy_kind_arg"]
-                d = np.where(d == "", arg, d)
-                out[offset + rows] = d
-            offset += len(p.name_codes)
-        return out
+            return make_table(np.zeros(0, np.int32), names, {"rank": np.zeros(0, np.int32)})
+        cols = self.table.take()
+        return table_frame(cols.pop("name_code"), names, cols, rank, self._copy_dirs())
+
+    def _copy_dirs(self) -> tuple[np.ndarray, list[str]]:
+        """Codes into sorted distinct directions ("" for non-memcpy rows), as Categorical infers."""
+        if not self._dirs:
+            return np.zeros(self.rows, dtype=np.int8), [""]
+        values = np.concatenate(self._dirs).tolist()
+        at = np.concatenate(self._dir_rows)
+        cats = sorted(set(values) | ({""} if len(at) < self.rows else set()))
+        index = {c: i for i, c in enumerate(cats)}
+        codes = np.full(self.rows, index.get("", -1), dtype=np.int16)
+        codes[at] = [index[v] for v in values]
+        return codes, cats
+
+
+def table_frame(codes: np.ndarray, names: list[str], cols: dict[str, np.ndarray], rank: int,
+                copy_dir: tuple[np.ndarray, list[str]]) -> pd.DataFrame:
+    """The frame events.make_table would build from these columns, without its copies.
+
+    make_table goes through object arrays for the categoricals and lets pandas consolidate
+    (copy) the numeric columns; at 1.7 M rows that doubles peak memory. Same dtypes, same
+    categories, same values (tests/test_parallel.py checks it against make_table).
+    """
+    n = len(codes)
+    data: dict[str, Any] = {
+        "kind": pd.Categorical.from_codes(cols.pop("kind_idx"), categories=KINDS),
+        "name": pd.Categorical.from_codes(codes, categories=names),
+        "on_gpu": cols.pop("on_gpu").astype(bool, copy=False),
+    }
+    nbytes = cols["bytes"]
+    for col, dtype in _INT_COLUMNS.items():
+        data[col] = np.full(n, rank, dtype=np.int32) if col == "rank" else cols.pop(col).astype(dtype, copy=False)
+    data["bytes_src"] = pd.Categorical.from_codes((nbytes >= 0).view(np.int8), categories=BYTES_SOURCES)
+    data["copy_dir"] = pd.Categorical.from_codes(copy_dir[0], categories=copy_dir[1])
+    return pd.DataFrame(data, columns=list(COLUMNS), copy=False)
 
 
 def _dir_from_name(name: str) -> str:
@@ -147,19 +149,25 @@ def _dir_from_name(name: str) -> str:
     return parts[1] if len(parts) > 1 and parts[0].lower() == "memcpy" else ""
 
 
-def read_kineto(path: str) -> list[Trace]:
-    """Read one Kineto Chrome-trace file (plain or gzip) into a Trace."""
+def read_kineto(path: str, pool: ChunkPool | None = None) -> list[Trace]:
+    """Read one Kineto Chrome-trace file (plain or gzip) into a Trace.
+
+    With ``pool`` the chunks are decoded in its worker processes; the table is the same.
+    """
     stream = BlockStream(path)
     state = StreamState()
-    cols = _Accumulator()
+    cols = _Accumulator(json_size(path) // 256)  # room for ~1 row per 256 B (measured: 1 per 590-910)
     partial: str | None = None
     try:
-        for events in stream_event_chunks(stream, _decode_chunk, state):
-            cols.take(events)
+        chunks = (pool.read_chunks(stream, state) if pool is not None
+                  else stream_event_chunks(stream, decode_columns, state, stream.block_size))
+        for res in chunks:
+            cols.take(res)
     except NotStreamable:
         header, events = _decode_whole(path)
         state.header = header
-        cols.take(events)
+        with gc_paused():
+            cols.take(columnize(events))
     except MalformedChunk as exc:
         partial = f"invalid JSON after byte {exc.offset:,} ({exc.reason}); kept {cols.rows:,} events before it"
     if stream.truncated:
@@ -174,7 +182,7 @@ def read_kineto(path: str) -> list[Trace]:
     return [Trace(meta=meta, events=cols.build(meta.ranks[0]))]
 
 
-def _decode_whole(path: str) -> tuple[dict[str, Any], list[_Event]]:
+def _decode_whole(path: str) -> tuple[dict[str, Any], list[Event]]:
     """Small or unusual documents (traceEvents as a dict keyed "pid,tid"): decode at once."""
     with open_binary(path) as fh:
         try:
@@ -182,7 +190,7 @@ def _decode_whole(path: str) -> tuple[dict[str, Any], list[_Event]]:
         except (EOFError, OSError) as exc:
             raise CopyprofError(f"compressed stream is damaged ({exc})", path=path) from exc
     try:
-        doc = _GENERIC.decode(data)
+        doc = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise CopyprofError(f"not valid JSON ({exc})", path=path) from exc
     if isinstance(doc, list):
@@ -194,12 +202,7 @@ def _decode_whole(path: str) -> tuple[dict[str, Any], list[_Event]]:
             raw = [e for group in raw.values() if isinstance(group, list) for e in group]
     else:
         raise CopyprofError("JSON has no traceEvents: not a Chrome trace", path=path)
-    events = []
-    for item in raw if isinstance(raw, list) else []:
-        try:
-            events.append(msgspec.convert(item, _Event))
-        except (msgspec.ValidationError, TypeError):
-            continue
+    events = [e for e in map(convert_event, raw if isinstance(raw, list) else []) if e is not None]
     return header, events
 
 

@@ -4,6 +4,13 @@ Why blocks: a rank trace can be several GB uncompressed; readers consume it bloc
 and never hold the whole text. Truncated gzip streams are not fatal: the blocks read so far
 are delivered and :class:`BlockStream` records how far it got, so a reader can return a
 partial result that says how much it read.
+
+Speed: :meth:`BlockStream.readinto` inflates straight into the caller's buffer with ISA-L's C
+gzip reader (3 GB/s on the 1 GB benchmark trace, no allocation per block). Fresh multi-MB
+``bytes`` per block cost a page fault per 4 KiB on the VM we measured (~0.5 s/GB of system
+time). If that reader meets damage it raises without saying how much it inflated, so the
+stream then switches to the careful decompress-object path, which re-inflates from the start,
+skips what was already delivered and keeps every byte before the damage.
 """
 from __future__ import annotations
 
@@ -21,10 +28,12 @@ try:  # ISA-L inflate is ~3x faster than zlib's; fall back quietly when absent.
 except ImportError:  # pragma: no cover - isal is a core dependency
     _gzip_impl = gzip
     _zlib = zlib
+_FastGzipReader = getattr(_zlib, "_GzipReader", None)  # python-isal's C reader (has readinto)
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
-BLOCK_SIZE = 8 << 20
+BLOCK_SIZE = 4 << 20  # the unit readers decode at once (one piece of the event array)
+READ_SIZE = 1 << 20  # uncompressed bytes per read (plain files); gzip reads 1/16 of it
 
 
 def is_gzip(path: str) -> bool:
@@ -42,6 +51,21 @@ def open_binary(path: str) -> BinaryIO:
         raise CopyprofError(f"cannot open: {exc.strerror or exc}", path=path) from exc
 
 
+def json_size(path: str) -> int:
+    """Uncompressed size of a file: gzip's ISIZE trailer (mod 4 GiB, so a wrapped value is
+    replaced by 16x the compressed size), else the size on disk. A hint for buffer sizing."""
+    size = os.path.getsize(path)
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) == GZIP_MAGIC and size >= 18:
+                fh.seek(-4, os.SEEK_END)
+                isize = int.from_bytes(fh.read(4), "little")
+                return isize if isize >= size else 16 * size
+    except OSError:
+        pass
+    return size
+
+
 def head_bytes(path: str, n: int = 65536) -> bytes:
     """The first ``n`` bytes of the (decompressed) content, for format detection."""
     with open_binary(path) as fh:
@@ -52,37 +76,90 @@ def head_bytes(path: str, n: int = 65536) -> bytes:
 
 
 class BlockStream:
-    """Iterate over a file's decompressed content in blocks; remember truncation.
+    """A file's decompressed content, by iteration (blocks) or :meth:`readinto`; remembers
+    truncation. Use one of the two ways per instance.
 
     gzip is inflated with an explicit decompress object (not a file wrapper) so that when a
     stream is cut short every byte inflated before the cut is still delivered.
     """
 
-    def __init__(self, path: str, block_size: int = BLOCK_SIZE) -> None:
+    def __init__(self, path: str, block_size: int | None = None) -> None:
         self.path = path
-        self.block_size = block_size
+        self.block_size = block_size or BLOCK_SIZE
         self.bytes_read = 0
         self.compressed_size = os.path.getsize(path)
         self.truncated: str | None = None
+        self._fh: BinaryIO | None = None
+        self._fast: object | None = None  # ISA-L _GzipReader, or the plain file
+        self._careful: Iterator[bytes] | None = None
+        self._held = b""  # careful-path output not yet handed out
 
     def __iter__(self) -> Iterator[bytes]:
-        try:
-            fh = open(self.path, "rb")
-        except OSError as exc:
-            raise CopyprofError(f"cannot open: {exc.strerror or exc}", path=self.path) from exc
-        with fh:
-            gz = fh.read(2) == GZIP_MAGIC
-            fh.seek(0)
-            blocks = self._inflate(fh) if gz else iter(lambda: fh.read(self.block_size), b"")
+        """Pieces of the content in order (about 1 MB each; sizes vary with the gzip ratio)."""
+        with self._open() as fh:
+            size = min(self.block_size, READ_SIZE)
+            blocks = self._inflate(fh, max(1024, size // 16)) if self._gz else iter(lambda: fh.read(size), b"")
             for block in blocks:
                 self.bytes_read += len(block)
                 yield block
 
-    def _inflate(self, fh: BinaryIO) -> Iterator[bytes]:
+    def _open(self) -> BinaryIO:
+        try:
+            fh = open(self.path, "rb")
+        except OSError as exc:
+            raise CopyprofError(f"cannot open: {exc.strerror or exc}", path=self.path) from exc
+        self._gz = fh.read(2) == GZIP_MAGIC
+        fh.seek(0)
+        return fh
+
+    def readinto(self, view: memoryview) -> int:
+        """Fill ``view`` with the next bytes (fewer only at the end); 0 when done."""
+        if self._fh is None:
+            self._fh = self._open()
+            if not self._gz:
+                self._fast = self._fh
+            elif _FastGzipReader is not None:
+                self._fast = _FastGzipReader(self._fh, 1 << 17)
+            else:  # pragma: no cover - no ISA-L
+                self._careful = self._inflate(self._fh, 1 << 16)
+        if self._fast is not None:
+            try:
+                n = self._fast.readinto(view)  # type: ignore[attr-defined]
+            except (EOFError, OSError, ValueError, zlib.error, _zlib.error):
+                self._fast = None  # damaged: redo it carefully, skipping what was delivered
+                self._fh.seek(0)
+                self._careful = self._inflate(self._fh, 1 << 16, skip=self.bytes_read)
+            else:
+                self.bytes_read += n
+                if n == 0:
+                    self.close()
+                return n
+        return self._careful_readinto(view)
+
+    def _careful_readinto(self, view: memoryview) -> int:
+        filled = 0
+        while filled < len(view):
+            if not self._held:
+                self._held = next(self._careful, b"") if self._careful is not None else b""
+                if not self._held:
+                    break
+            take = min(len(view) - filled, len(self._held))
+            view[filled : filled + take] = self._held[:take]
+            self._held = self._held[take:]
+            filled += take
+        self.bytes_read += filled
+        if filled == 0:
+            self.close()
+        return filled
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+        self._careful = None
+
+    def _inflate(self, fh: BinaryIO, read_size: int, skip: int = 0) -> Iterator[bytes]:
         dec = _zlib.decompressobj(31)
         in_member = True  # a member has started and not reached its end marker
-        read_size = max(1 << 20, self.block_size // 4)
-        out = bytearray()
         while True:
             comp = fh.read(read_size)
             if not comp:
@@ -93,24 +170,24 @@ class BlockStream:
                         break  # padding after the last member
                     dec, in_member = _zlib.decompressobj(31), True
                 try:
-                    out += dec.decompress(comp)
+                    out = dec.decompress(comp)
                 except _zlib.error as exc:
                     self.truncated = f"gzip data is corrupt ({exc})"
-                    if out:
-                        yield bytes(out)
                     return
+                if skip and out:
+                    drop = min(skip, len(out))
+                    out, skip = out[drop:], skip - drop
+                if out:
+                    yield out
                 comp = b""
                 if dec.eof:  # multi-member gzip: the rest may start another member
                     in_member = False
                     comp = dec.unused_data
-            if len(out) >= self.block_size:
-                yield bytes(out)
-                out.clear()
         if in_member:
-            out += dec.flush()
+            tail = dec.flush()[skip:]
             self.truncated = "gzip stream ends before its end marker (file cut short?)"
-        if out:
-            yield bytes(out)
+            if tail:
+                yield tail
 
     def describe_partial(self) -> str:
         return f"read {self.bytes_read / 1e6:.1f} MB before the data ended: {self.truncated}"

@@ -1,0 +1,243 @@
+"""Side-by-side parse benchmark: HolisticTraceAnalysis 0.5.0 vs copyprof (run on demand).
+
+What it does (method in benchmarks/README.md):
+
+1. builds a ~1 GB (uncompressed) Kineto trace by replicating a real H200 replica capture
+   (the largest ``traces/**/*.pt.trace.json.gz``; the public A100 sample if there is none)
+   with shifted ``ts`` and offset correlation ids (make_trace.py), and a TP8-like run
+   directory of 8 ranks of ~125 MB;
+2. creates HTA 0.5.0's own virtual environment under benchmarks/out/ (pip, once);
+3. runs each case in a fresh process under GNU ``time -v`` while sampling the process tree's
+   RSS and PSS every 100 ms (PSS counts pages shared by the parent and its decode workers once):
+   HTA's ``parse_trace_file``; copyprof's parse alone; ``copyprof report --format json`` with
+   no cache, with a cold cache (empty directory) and a warm one; the 8-rank directory serial
+   (``--jobs 1``) and parallel (``--jobs 2``), cold and warm;
+4. prints and writes (benchmarks/out/results.{json,md}) MB/s of uncompressed JSON per wall
+   second, peak RSS and PSS, and the ratios to HTA.
+
+    python benchmarks/bench_parse.py [--repeat 3] [--skip-hta] [--mb 1000] [--rank-mb 125]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+OUT = HERE / "out"
+HTA_VENV = OUT / "hta-venv"
+HTA_VERSION = "0.5.0"
+sys.path.insert(0, str(HERE))
+from make_trace import build_trace  # noqa: E402
+
+
+def pick_source() -> Path:
+    found = sorted((REPO / "traces").glob("**/*.pt.trace.json.gz"), key=lambda p: p.stat().st_size)
+    return found[-1] if found else REPO.parent / "shared" / "sample_traces" / "kineto_cupti_a100_cudagraph_rank0.json.gz"
+
+
+def build_inputs(src: Path, mb: float, rank_mb: float, ranks: int) -> dict[str, Any]:
+    """Build (or reuse, when built from the same source and sizes) the benchmark inputs."""
+    OUT.mkdir(exist_ok=True)
+    stamp = OUT / "inputs.json"
+    want = {"source": str(src.relative_to(REPO.parent)) if src.is_relative_to(REPO.parent) else str(src),
+            "source_bytes": src.stat().st_size, "mb": mb, "rank_mb": rank_mb, "ranks": ranks}
+    if stamp.is_file():
+        have = json.loads(stamp.read_text())
+        if {k: have.get(k) for k in want} == want:
+            return have
+    big = OUT / "bench_1g.pt.trace.json.gz"
+    info = dict(want, big=build_trace(str(src), str(big), mb))
+    tp = OUT / "tp8"
+    tp.mkdir(exist_ok=True)
+    info["ranks_info"] = [build_trace(str(src), str(tp / f"rank{r}.pt.trace.json.gz"), rank_mb, rank=r) for r in range(ranks)]
+    stamp.write_text(json.dumps(info, indent=1))
+    return info
+
+
+def ensure_hta() -> dict[str, str]:
+    py = HTA_VENV / "bin" / "python"
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], check=True)
+    check = [str(py), "-c", "import importlib.metadata as m; print(m.version('HolisticTraceAnalysis'), m.version('pandas'))"]
+    have = subprocess.run(check, capture_output=True, text=True).stdout.split()
+    if not have or have[0] != HTA_VERSION or not have[1].startswith("2."):
+        # pandas < 3: HTA 0.5.0's transform_correlation_to_index writes ids into an int16
+        # column, which pandas 3 refuses (TypeError) on the H200 traces; pandas 2 upcasts.
+        subprocess.run([str(py), "-m", "pip", "install", "-q", f"HolisticTraceAnalysis=={HTA_VERSION}", "pandas<3"],
+                       check=True)
+    out = subprocess.run([str(py), "-c", "import importlib.metadata as m, sys; print(sys.version.split()[0]); "
+                          "[print(m.version(p)) for p in ('HolisticTraceAnalysis', 'pandas', 'numpy')]"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return dict(zip(("python", "hta", "pandas", "numpy"), out))
+
+
+class TreeSampler(threading.Thread):
+    """Peak RSS and PSS summed over a process and all its descendants (/proc, every 100 ms)."""
+
+    def __init__(self, root: int) -> None:
+        super().__init__(daemon=True)
+        self.root, self.stop, self.peak_rss, self.peak_pss, self.peak_procs = root, threading.Event(), 0, 0, 0
+
+    def run(self) -> None:
+        while not self.stop.wait(0.1):
+            pids = _descendants(self.root)
+            rss = pss = 0
+            for pid in pids:
+                try:
+                    text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+                except OSError:
+                    continue
+                rss += int(re.search(r"^Rss:\s+(\d+)", text, re.M).group(1))
+                pss += int(re.search(r"^Pss:\s+(\d+)", text, re.M).group(1))
+            self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
+            self.peak_procs = max(self.peak_procs, len(pids))
+
+
+def _descendants(root: int) -> list[int]:
+    parent: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            parent[int(d)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(c for c, p in parent.items() if p == pid)
+    return [p for p in out if p != root]  # not GNU time itself
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``cmd`` under GNU time -v; wall seconds, peak RSS (time -v) and tree RSS/PSS."""
+    load = os.getloadavg()[0]
+    proc = subprocess.Popen(["/usr/bin/time", "-v", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, **(env or {})}, cwd=REPO)
+    sampler = TreeSampler(proc.pid)
+    sampler.start()
+    out, err = proc.communicate()
+    sampler.stop.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", err).group(1)
+    secs = sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall.split(":"))))
+    rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", err).group(1))
+    user = float(re.search(r"User time \(seconds\): (\S+)", err).group(1))
+    system = float(re.search(r"System time \(seconds\): (\S+)", err).group(1))
+    inner = next((json.loads(line) for line in out.splitlines() if line.startswith('{"import_s"')), None)
+    return {"wall_s": secs, "cpu_s": user + system, "max_rss_mb": rss_kb / 1024, "tree_rss_mb": sampler.peak_rss / 1024,
+            "tree_pss_mb": sampler.peak_pss / 1024, "procs": sampler.peak_procs, "load_before": load, "inner": inner,
+            "stdout_bytes": len(out)}
+
+
+def repeat(n: int, cmd: list[str], env: dict[str, str] | None = None, before: Any = None) -> dict[str, Any]:
+    runs = []
+    for _ in range(n):
+        if before:
+            before()
+        runs.append(timed(cmd, env))
+    med = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
+    return {**med, "runs": [round(r["wall_s"], 3) for r in runs],
+            "max_rss_mb": max(r["max_rss_mb"] for r in runs), "tree_pss_mb": max(r["tree_pss_mb"] for r in runs),
+            "tree_rss_mb": max(r["tree_rss_mb"] for r in runs)}
+
+
+def clear(path: Path) -> None:
+    for f in path.glob("*.npz"):
+        f.unlink()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=3, help="runs per copyprof case (median reported)")
+    ap.add_argument("--hta-repeat", type=int, default=1)
+    ap.add_argument("--skip-hta", action="store_true")
+    ap.add_argument("--mb", type=float, default=1000.0)
+    ap.add_argument("--rank-mb", type=float, default=125.0)
+    ap.add_argument("--ranks", type=int, default=8)
+    args = ap.parse_args()
+    src = pick_source()
+    print(f"source: {src}", flush=True)
+    info = build_inputs(src, args.mb, args.rank_mb, args.ranks)
+    big, tp = OUT / "bench_1g.pt.trace.json.gz", OUT / "tp8"
+    mb_big = info["big"]["json_bytes"] / 1e6
+    mb_tp = sum(r["json_bytes"] for r in info["ranks_info"]) / 1e6
+    cache = OUT / "cache"
+    cache.mkdir(exist_ok=True)
+    env = {"COPYPROF_CACHE_DIR": str(cache)}
+    py = sys.executable
+    report = [py, "-m", "copyprof", "report", "--format", "json"]
+    cases: dict[str, dict[str, Any]] = {}
+
+    def run(name: str, mb: float, cmd: list[str], n: int, before: Any = None) -> None:
+        r = repeat(n, cmd, env, before)
+        r["mb"], r["mb_per_s"] = mb, mb / r["wall_s"]
+        cases[name] = r
+        inner = f" (parse {r['inner']['parse_s']:.2f} s in-process)" if r.get("inner") else ""
+        print(f"{name:<34} {r['wall_s']:7.2f} s {r['mb_per_s']:7.1f} MB/s  max RSS {r['max_rss_mb']:7.0f} MB  "
+              f"tree PSS {r['tree_pss_mb']:7.0f} MB{inner}  runs {r['runs']}", flush=True)
+
+    if not args.skip_hta:
+        info["hta_env"] = ensure_hta()
+        run("hta_parse", mb_big, [str(HTA_VENV / "bin" / "python"), str(HERE / "parse_only.py"), "hta", str(big)],
+            args.hta_repeat)
+    run("copyprof_parse_j1", mb_big, [py, str(HERE / "parse_only.py"), "copyprof", str(big), "1"], args.repeat)
+    run("copyprof_parse_j2", mb_big, [py, str(HERE / "parse_only.py"), "copyprof", str(big), "2"], args.repeat)
+    run("report_nocache_j1", mb_big, [*report, "--no-cache", "--jobs", "1", str(big)], args.repeat)
+    run("report_nocache_j2", mb_big, [*report, "--no-cache", "--jobs", "2", str(big)], args.repeat)
+    run("report_cold_cache", mb_big, [*report, str(big)], args.repeat, before=lambda: clear(cache))
+    run("report_warm_cache", mb_big, [*report, str(big)], args.repeat)
+    run("tp8_report_nocache_j1", mb_tp, [*report, "--no-cache", "--jobs", "1", str(tp)], args.repeat)
+    run("tp8_report_nocache_j2", mb_tp, [*report, "--no-cache", "--jobs", "2", str(tp)], args.repeat)
+    run("tp8_report_cold_cache_j2", mb_tp, [*report, "--jobs", "2", str(tp)], args.repeat, before=lambda: clear(cache))
+    run("tp8_report_warm_cache", mb_tp, [*report, str(tp)], args.repeat)
+    run("tp8_parse_j1", mb_tp, [py, str(HERE / "parse_only.py"), "copyprof", str(tp), "1"], args.repeat)
+    run("tp8_parse_j2", mb_tp, [py, str(HERE / "parse_only.py"), "copyprof", str(tp), "2"], args.repeat)
+    result = {"inputs": info, "machine": _machine(), "cases": cases}
+    if "hta_parse" in cases:
+        h = cases["hta_parse"]
+        result["ratios_vs_hta"] = {name: {"speed_x": round(c["mb_per_s"] / h["mb_per_s"], 1),
+                                          "max_rss_fraction": round(c["max_rss_mb"] / h["max_rss_mb"], 3),
+                                          "tree_pss_fraction": round(c["tree_pss_mb"] / h["tree_pss_mb"], 3)}
+                                   for name, c in cases.items() if name != "hta_parse" and not name.startswith("tp8")}
+        for name, r in result["ratios_vs_hta"].items():
+            print(f"vs HTA  {name:<26} {r['speed_x']:6.1f}x faster  RSS {r['max_rss_fraction']:.3f}  PSS {r['tree_pss_fraction']:.3f}")
+    (OUT / "results.json").write_text(json.dumps(result, indent=1))
+    (OUT / "results.md").write_text(_markdown(result))
+    print(f"wrote {OUT / 'results.json'} and {OUT / 'results.md'}")
+
+
+def _machine() -> dict[str, Any]:
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), "?")
+    mem = next((ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")), "0")
+    return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)), "mem_gib": round(int(mem) / 2**20, 1),
+            "python": sys.version.split()[0], "kernel": os.uname().release}
+
+
+def _markdown(result: dict[str, Any]) -> str:
+    rows = ["| case | MB (JSON) | wall s (median) | MB/s | peak RSS, time -v (MB) | peak PSS, process tree (MB) | x HTA speed | RSS / HTA |",
+            "|---|---|---|---|---|---|---|---|"]
+    ratios = result.get("ratios_vs_hta", {})
+    for name, c in result["cases"].items():
+        r = ratios.get(name, {})
+        rows.append(f"| {name} | {c['mb']:.0f} | {c['wall_s']:.2f} | {c['mb_per_s']:.1f} | {c['max_rss_mb']:.0f} | "
+                    f"{c['tree_pss_mb']:.0f} | {r.get('speed_x', '')} | {r.get('max_rss_fraction', '')} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""The chunk-parallel Kineto reader gives the serial reader's table, byte for byte.
+
+Small blocks force hundreds of pieces through the worker processes; names holding "}, {"
+plant candidate cuts inside strings, so false cuts (a piece that fails to decode and must be
+merged with the next one) happen in the workers too. Rank directories read with a pool must
+give the per-rank tables and the report of a serial read.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from copyprof.events import make_table
+from copyprof.load import decode_pool, discover, read_sources
+from copyprof.parallel import ChunkPool, available_cores, make_pool
+from copyprof.readers import source
+from copyprof.readers.kineto import read_kineto, table_frame
+from tests.conftest import run_cli
+
+SAMPLES = ["kineto_cupti_a100_cudagraph_rank0.json.gz", "kineto_cupti_b200_eager.json.gz",
+           "kineto_roctracer_mi300x_sglang_qwen3_8b_decode.json.gz",
+           "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz", "kineto_roctracer_mi250_rocm6_2_minitoy.json.gz"]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = ChunkPool(2)
+    yield p
+    p.close()
+
+
+def _same(a, b) -> None:
+    assert len(a) == len(b)
+    for ta, tb in zip(a, b):
+        pd.testing.assert_frame_equal(ta.events, tb.events)
+        assert ta.meta == tb.meta
+
+
+def _x(name: str, ts: float, corr: int, **args) -> dict:
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": 1.5,
+            "args": {"device": 0, "stream": 7, "correlation": corr, **args}}
+
+
+def _tricky_trace(path: Path, n: int = 20000, rank: int = 3) -> Path:
+    """Pretty-printed like Kineto; every 7th name holds '}, {' (a candidate cut in a string),
+    args hold lists of objects (candidate cuts inside nested values), flows and runtime rows
+    interleave; a vLLM decode-step annotation every 300 kernels."""
+    events = []
+    for i in range(n):
+        if i % 300 == 0:
+            events.append({"ph": "X", "cat": "user_annotation", "name": "execute_context_0(0)_generation_16(16)",
+                           "pid": 0, "tid": 1, "ts": 8.5 + i, "dur": 299.0, "args": {"External id": i}})
+        name = f"k{i} weird }}, {{ name" if i % 7 == 0 else f"kernel_{i % 50}"
+        events.append(_x(name, 10.0 + i, i, grid=[i % 9 + 1, 1, 1], block=[128, 1, 1],
+                         nested={"a": [{"b": 1}, {"c": 2}]}))
+        if i % 3 == 0:
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 0, "tid": 1,
+                           "ts": 9.0 + i, "dur": 0.5, "args": {"correlation": i, "External id": i}})
+            events.append({"ph": "f", "id": i, "pid": 0, "tid": 7, "ts": 10.0 + i, "cat": "ac2g", "name": "ac2g", "bp": "e"})
+    doc = {"schemaVersion": 1, "distributedInfo": {"rank": rank}, "traceEvents": events, "traceName": "t"}
+    path.write_bytes(gzip.compress(json.dumps(doc, indent=2).encode(), compresslevel=1))
+    return path
+
+
+def test_table_frame_is_make_table(samples):
+    # table_frame builds the frame without make_table's copies; the result must be the same.
+    [t] = read_kineto(str(samples / "kineto_cupti_b200_eager.json.gz"))
+    ev = t.events
+    cols = {c: ev[c].to_numpy() for c in ev.columns if c not in ("kind", "name", "rank", "bytes_src", "copy_dir")}
+    cols["kind_idx"] = ev["kind"].cat.codes.to_numpy()
+    dirs = ev["copy_dir"]
+    ours = table_frame(ev["name"].cat.codes.to_numpy(), list(ev["name"].cat.categories), dict(cols), 0,
+                       (dirs.cat.codes.to_numpy(), list(dirs.cat.categories)))
+    theirs = make_table(ev["name"].cat.codes.to_numpy(), list(ev["name"].cat.categories),
+                        {**{k: v for k, v in cols.items() if k != "kind_idx"}, "kind": ev["kind"].astype(str).tolist(),
+                         "copy_dir": dirs.astype(str).tolist(),
+                         "bytes_src": np.where(ev["bytes"] >= 0, "event", "none")})
+    pd.testing.assert_frame_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_parallel_equals_serial_on_public_samples(samples, pool, monkeypatch, name):
+    serial = read_kineto(str(samples / name))
+    monkeypatch.setattr(source, "BLOCK_SIZE", 64 << 10)  # hundreds of pieces through the workers
+    _same(serial, read_kineto(str(samples / name), pool))
+
+
+def test_false_cuts_in_workers_give_the_serial_table(tmp_path, pool, monkeypatch):
+    path = str(_tricky_trace(tmp_path / "tricky.pt.trace.json.gz"))
+    whole = read_kineto(path)  # one 8 MiB piece holds the file: no cut at all
+    monkeypatch.setattr(source, "BLOCK_SIZE", 16 << 10)
+    serial = read_kineto(path)
+    parallel = read_kineto(path, pool)
+    _same(whole, serial)
+    _same(serial, parallel)
+    ev = parallel[0].events
+    assert len(ev) == 20000 + 6667 + 67 and parallel[0].meta.ranks == [3]
+    assert ev.loc[ev["kind"] == "kernel", "correlation"].tolist() == list(range(20000))
+    assert (ev["name"].astype(str).str.contains("}, {", regex=False)).sum() == len(range(0, 20000, 7))
+
+
+def test_pieces_larger_than_a_slot_are_decoded_in_the_parent(tmp_path, monkeypatch):
+    path = str(_tricky_trace(tmp_path / "big.pt.trace.json.gz", n=3000))
+    serial = read_kineto(path)
+    monkeypatch.setattr(source, "BLOCK_SIZE", 32 << 10)
+    with ChunkPool(2, slot_size=40 << 10) as small:  # some pieces (block + leftover) exceed a slot
+        _same(serial, read_kineto(path, small))
+
+
+def test_truncated_file_reads_the_same_prefix(tmp_path, pool, monkeypatch):
+    full = _tricky_trace(tmp_path / "full.json.gz").read_bytes()
+    cut = tmp_path / "cut.pt.trace.json.gz"
+    cut.write_bytes(full[: len(full) * 2 // 3])
+    monkeypatch.setattr(source, "BLOCK_SIZE", 32 << 10)
+    serial = read_kineto(str(cut))
+    assert serial[0].meta.partial and "gzip stream ends" in serial[0].meta.partial
+    _same(serial, read_kineto(str(cut), pool))
+
+
+def test_rank_directory_parallel_equals_serial_and_report_matches(tmp_path, monkeypatch):
+    d = tmp_path / "run"
+    d.mkdir()
+    for r in range(3):
+        _tricky_trace(d / f"rank{r}.{r}.pt.trace.json.gz", n=4000 + 500 * r, rank=r)
+    sources = discover([str(d)])
+    serial = read_sources(sources)
+    monkeypatch.setattr(source, "BLOCK_SIZE", 32 << 10)
+    with make_pool(2) as p:
+        _same(serial, read_sources(sources, pool=p))
+    monkeypatch.setenv("COPYPROF_CACHE_DIR", str(tmp_path / "cache"))
+    one = run_cli("report", str(d), "--format", "json", "--jobs", "1", "--no-cache", check=True).stdout
+    two = run_cli("report", str(d), "--format", "json", "--jobs", "2", "--no-cache", check=True).stdout
+    run = json.loads(one)["runs"][0]
+    assert one == two and run["ranks"] == [0, 1, 2] and run["steps"]["decode"] > 0
+
+
+def test_decode_pool_only_for_big_kineto_sources(tmp_path, samples):
+    small = discover([str(samples / "kineto_cupti_b200_eager.json.gz")])
+    assert decode_pool(small, 2) is None and decode_pool(small, 1) is None
+    assert available_cores() >= 1
+
+
+def test_phases_missing_null_and_unknown(tmp_path):
+    # "ph" missing or null counts as a complete event (legacy writers); an unknown phase is
+    # neither a row nor counted, and does not cost the other events of its chunk.
+    events = [_x("k0", 1.0, 0), {**_x("k1", 2.0, 1), "ph": None}, {"ph": "Z", "name": "odd", "ts": 3},
+              {k: v for k, v in _x("k2", 4.0, 2).items() if k != "ph"},
+              {"ph": "f", "id": 1, "ts": 5, "cat": "ac2g", "name": "ac2g"}, {"ph": "M", "name": "process_name", "args": {}}]
+    path = tmp_path / "phases.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    [t] = read_kineto(str(path))
+    assert t.events["name"].astype(str).tolist() == ["k0", "k1", "k2"]
+    assert t.meta.kind_counts["kernel"] == 3 and sum(t.meta.kind_counts.values()) == 3
