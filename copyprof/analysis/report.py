@@ -144,6 +144,10 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     }
     if decode_n == 0:
         out["notes"].append("no pure-decode steps found: figures are empty (try --all-steps)")
+    run = out["metadata"].get("run")
+    status = run.get("status") if isinstance(run, dict) else None
+    if isinstance(status, str) and status != "complete":  # a crashed or interrupted capture: say so first
+        out["warnings"].insert(0, f"run.json: this capture did not complete ({status[:300]})")
     timing = load_timing(path)
     if timing is not None:
         out["timing"] = timing_summary(timing)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from copyprof.errors import CopyprofError
+from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 
 RUN_JSON = "run.json"
 STATUS_STARTING = "starting"
@@ -66,9 +66,16 @@ def new_run_dir(out: str | os.PathLike[str], label: str) -> Path:
 
 
 def write_run_json(run_dir: Path, data: dict[str, Any]) -> None:
-    """Write ``run_dir/run.json`` atomically (temporary file in the same folder + ``os.replace``)."""
+    """Write ``run_dir/run.json`` atomically (temporary file in the same folder + ``os.replace``).
+
+    A full disk (or a file-size limit) leaves the previous run.json in place and raises a
+    one-line capture error naming the file, not an OSError traceback.
+    """
     run_dir = Path(run_dir)
-    fd, tmp = tempfile.mkstemp(prefix=".run.json.", suffix=".tmp", dir=run_dir)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".run.json.", suffix=".tmp", dir=run_dir)
+    except OSError as exc:
+        raise write_error(run_dir / RUN_JSON, exc) from exc
     try:
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; run.json is meant to be read by others
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -77,12 +84,20 @@ def write_run_json(run_dir: Path, data: dict[str, Any]) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, run_dir / RUN_JSON)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise write_error(run_dir / RUN_JSON, exc) from exc
         raise
+
+
+def write_error(path: Path, exc: OSError) -> CopyprofError:
+    """The capture error for a failed write (ENOSPC, EFBIG under RLIMIT_FSIZE, EROFS, EACCES)."""
+    return CopyprofError(f"cannot write {path.name}: {exc.strerror or exc} (disk full or not writable?)",
+                         path=str(path.parent), exit_code=EXIT_CAPTURE_FAILED)
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:

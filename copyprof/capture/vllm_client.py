@@ -190,6 +190,8 @@ class Cohort:
                 raise CopyprofError(f"request {short[0]} finished after {counts[short[0]]} tokens, before {what}; "
                                     "raise --decode-tokens", exit_code=EXIT_CAPTURE_FAILED)
             errs = self.errors()
+            if (errs or self.done()) and check:
+                check(grace_s=2.0)  # a broken stream usually means the server died: that error says why
             if errs:
                 raise CopyprofError(f"a request failed while waiting for {what}: {errs[0]}",
                                     exit_code=EXIT_CAPTURE_FAILED)

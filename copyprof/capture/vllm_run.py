@@ -13,6 +13,7 @@ On any failure or Ctrl-C the server group is stopped, every file written so far 
 """
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import platform
@@ -27,14 +28,15 @@ from typing import Any, Protocol
 from copyprof import __version__
 from copyprof.capture.rundir import (
     STATUS_CAPTURING, STATUS_COMPLETE, STATUS_STARTING, failed_status, new_run_dir, update_run_json, utc_now_iso,
-    write_run_json,
+    write_error, write_run_json,
 )
 from copyprof.capture.vllm_client import Cohort, build_prompts, completion_body, post_json
 from copyprof.capture.vllm_command import RunSpec, build_server_command
 from copyprof.capture.vllm_probe import kernel_env, probe_vllm
-from copyprof.capture.vllm_server import SERVER_LOG, ServerProcess, free_loopback_port, log_tail
+from copyprof.capture.vllm_server import SERVER_LOG, ServerProcess, ctrl_c_hurries, free_loopback_port, log_tail
 from copyprof.capture.vllm_traces import (
-    list_files, nsys_export_sqlite, nsys_ready, rank_traces, rocprof_ready, torch_ready, wait_complete,
+    describe_usable, list_files, nsys_export_sqlite, nsys_ready, rank_traces, rocprof_ready, torch_ready,
+    wait_complete,
 )
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 
@@ -94,8 +96,56 @@ def _write_metrics(run_dir: Path, cohort: Cohort | None, extra: dict[str, Any]) 
             "requests": len(per_request), "ttft_ms_max": max(ttfts) if ttfts else None,
             "tpot_ms_mean": sum(tpots) / len(tpots) if tpots else None, **extra, "per_request": per_request}
     path = run_dir / CLIENT_METRICS
-    with open(path, "x" if not path.exists() else "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1)
+    try:
+        with open(path, "x" if not path.exists() else "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1)
+    except OSError as exc:
+        raise write_error(path, exc) from exc
+
+
+def _post(server: ServerProcess, path: str, body: dict[str, Any] | None, timeout_s: float,
+          what: str) -> tuple[int, bytes]:
+    """POST to the server; a broken connection is explained by the server's exit when that is the cause."""
+    try:
+        return post_json(server.port, path, body, timeout_s)
+    except (OSError, http.client.HTTPException) as exc:
+        server.check_alive(what, grace_s=2.0)  # the usual cause: the server died; say so, with its log
+        raise CopyprofError(f"POST {path} failed during {what}: {type(exc).__name__}: {exc}",
+                            exit_code=EXIT_CAPTURE_FAILED) from exc
+
+
+def _record_failure(run_dir: Path, why: str, stage: str, server: ServerProcess | None, cohort: Cohort | None,
+                    window: dict[str, Any], trace_dir: Path | None) -> str | None:
+    """Stop the streams and the server group, then say in run.json what happened and what is usable.
+
+    Every step is best effort and none can abort the others: a further Ctrl-C only makes the
+    server stop escalate sooner (ctrl_c_hurries), and a full disk costs the client metrics or
+    the run.json update, never the stop. Returns why run.json could not be updated, if so.
+    """
+    fields: dict[str, Any] = {"status": failed_status(why), "failed_stage": stage, "finished": utc_now_iso()}
+    problems: list[str] = []
+    with ctrl_c_hurries(server.hurry if server is not None else lambda: None) as presses:
+        if cohort is not None:
+            cohort.cancel(join_s=5.0)
+        if server is not None:
+            fields["server_stop"] = server.stop(graceful_s=30.0)
+            fields["server_exit_code"] = server.exit_code
+        fields["error_log_tail"] = log_tail(run_dir / SERVER_LOG)
+        try:
+            _write_metrics(run_dir, cohort, {"window": window, "partial": True})
+        except CopyprofError as exc:
+            problems.append(str(exc))
+        fields["files"] = _rel_files(run_dir)
+        fields["usable"] = describe_usable(run_dir, trace_dir)
+        if pressed := (server.hurries if server is not None else len(presses)):
+            problems.append(f"Ctrl-C pressed {pressed} more time(s) during cleanup: the server stop was hurried")
+        if problems:
+            fields["cleanup_problems"] = problems
+        try:
+            update_run_json(run_dir, **fields)
+        except CopyprofError as exc:
+            return str(exc)
+    return None
 
 
 def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None = None) -> Path:
@@ -118,9 +168,16 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
     rep.info(f"run directory: {run_dir}")
     server: ServerProcess | None = None
     cohort: Cohort | None = None
+    trace_dir: Path | None = None
     window: dict[str, Any] = {}
+    stage_now = ["starting"]
+
+    def stage(name: str) -> None:
+        stage_now[0] = name
+        rep.stage(name)
+
     try:
-        rep.stage("probing the vLLM environment")
+        stage("probing the vLLM environment")
         info = probe_vllm(opts.python)
         gpu = info.gpus[0] if info.gpus else None
         update_run_json(run_dir, vllm={"version": info.vllm_version, "commit": info.commit,
@@ -133,6 +190,7 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
             raise CopyprofError(f"--tp {spec.tp} needs {spec.tp} GPUs; {opts.python} sees {len(info.gpus)}")
         port = free_loopback_port()
         cmd = build_server_command(spec, info, run_dir, port, hook_dir=HOOK_DIR)
+        trace_dir = cmd.trace_dir
         cmd.trace_dir.mkdir()
         update_run_json(run_dir, server={"argv": cmd.argv, "env_added": cmd.env, "port": port,
                                          "profiler_style": cmd.style, "vllm_profiler": cmd.vllm_profiler,
@@ -142,40 +200,41 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
             raise CopyprofError(f"--profiler {spec.profiler}: `{cmd.argv[0]}` is not on PATH (ROCm: rocprofiler-sdk "
                                 "ships rocprofv3; CUDA: Nsight Systems ships nsys)", exit_code=EXIT_CAPTURE_FAILED)
         server = ServerProcess(cmd.argv, _server_env(cmd.env), run_dir / SERVER_LOG, port)
-        rep.stage(f"server boot (vLLM {info.vllm_version}, port {port})")
+        stage(f"server boot (vLLM {info.vllm_version}, port {port})")
         server.start()
+        update_run_json(run_dir, server_pid=server.pid, server_pgid=server.pid)  # its own group: pgid == pid
         boot_s = server.wait_healthy(opts.boot_timeout_s, on_tick=rep.detail)
         update_run_json(run_dir, status=STATUS_CAPTURING, server_pid=server.pid, boot_s=round(boot_s, 1))
 
         prefix, suffixes = build_prompts(spec.prefix_len, spec.suffix_len, spec.concurrency + 1,
                                          opts.vocab_size, seed=opts.seed)
-        rep.stage("warm-up: one request fills the prefix cache")
-        status, body = post_json(port, "/v1/completions", completion_body(prefix + suffixes[-1], 2, stream=False),
-                                 opts.timeout_s)
+        stage("warm-up: one request fills the prefix cache")
+        status, body = _post(server, "/v1/completions", completion_body(prefix + suffixes[-1], 2, stream=False),
+                             opts.timeout_s, "warm-up")
         if status != 200:
             raise CopyprofError(f"warm-up request failed: HTTP {status}: {body[:300].decode('utf-8', 'replace')}",
                                 exit_code=EXIT_CAPTURE_FAILED)
         server.check_alive("warm-up")
 
-        rep.stage(f"cohort: {spec.concurrency} streams, waiting for every first token")
+        stage(f"cohort: {spec.concurrency} streams, waiting for every first token")
         cohort = Cohort(port, [prefix + s for s in suffixes[:-1]], spec.max_tokens, opts.timeout_s)
         cohort.start()
         cohort.wait_all_tokens(1, opts.timeout_s, "the first token of every request",
-                               check=lambda: server.check_alive("the cohort's prefill"))
+                               check=lambda grace_s=0.0: server.check_alive("the cohort's prefill", grace_s))
         at_start = cohort.token_counts()
 
-        rep.stage(f"profile window: {spec.steps} decode steps")
+        stage(f"profile window: {spec.steps} decode steps")
         body_req = {"max_iterations": spec.steps} if cmd.window_control == "max_iterations" else None
         t0 = time.monotonic()
-        status, body = post_json(port, "/start_profile", body_req, opts.timeout_s)
+        status, body = _post(server, "/start_profile", body_req, opts.timeout_s, "the profile window")
         if status != 200:
             raise CopyprofError(f"POST /start_profile answered HTTP {status} (404 means vLLM did not get the profiler "
                                 f"configuration): {body[:300].decode('utf-8', 'replace')}",
                                 exit_code=EXIT_CAPTURE_FAILED)
         started = cohort.token_counts()
         cohort.wait_all_tokens([c + spec.steps + WINDOW_SLACK_TOKENS for c in started], opts.timeout_s,
-                               f"{spec.steps} decode steps", check=lambda: server.check_alive("the profile window"))
-        status, body = post_json(port, "/stop_profile", None, opts.timeout_s)
+                               f"{spec.steps} decode steps", check=lambda grace_s=0.0: server.check_alive("the profile window", grace_s))
+        status, body = _post(server, "/stop_profile", None, opts.timeout_s, "the profile window")
         at_stop = cohort.token_counts()
         intact = all(c < spec.max_tokens for c in at_stop) and not any(r.finished for r in cohort.records)
         window = {"control": cmd.window_control, "tokens_at_first_token_barrier": at_start,
@@ -186,7 +245,7 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
         if not intact:
             rep.info("warning: a request finished inside the window; raise --decode-tokens")
 
-        rep.stage("trace flush")
+        stage("trace flush")
         if spec.profiler == "torch":
             wait_complete(cmd.trace_dir, torch_ready(spec.tp), f"{spec.tp} complete rank trace(s)", opts.timeout_s,
                           check=lambda: server.check_alive("the trace flush"), on_tick=rep.detail)
@@ -205,23 +264,20 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
                         server_exit_code=server.exit_code, rank_traces=traces, files=_rel_files(run_dir))
         return run_dir
     except BaseException as exc:
+        err: BaseException = exc
+        if isinstance(exc, OSError):  # a write or a connection not explained above: still one line, exit 3
+            err = CopyprofError(f"{stage_now[0]}: {type(exc).__name__}: {exc}", exit_code=EXIT_CAPTURE_FAILED)
         why = ("interrupted (Ctrl-C); server stopped, files kept" if isinstance(exc, KeyboardInterrupt)
-               else (str(exc).splitlines() or [type(exc).__name__])[0])
-        fields: dict[str, Any] = {"status": failed_status(why), "finished": utc_now_iso()}
-        try:
-            if cohort is not None:
-                cohort.cancel(join_s=5.0)
-            if server is not None:
-                fields["server_stop"] = server.stop(graceful_s=30.0)
-                fields["server_exit_code"] = server.exit_code
-            fields["error_log_tail"] = log_tail(run_dir / SERVER_LOG)
-            _write_metrics(run_dir, cohort, {"window": window, "partial": True})
-        finally:
-            fields["files"] = _rel_files(run_dir)
-            update_run_json(run_dir, **fields)
-        if isinstance(exc, CopyprofError) and exc.exit_code != EXIT_CAPTURE_FAILED and server is not None:
-            exc.exit_code = EXIT_CAPTURE_FAILED
-        raise
+               else (str(err).splitlines() or [type(err).__name__])[0])
+        unrecorded = _record_failure(run_dir, why, stage_now[0], server, cohort, window, trace_dir)
+        if isinstance(err, CopyprofError):
+            if err.exit_code != EXIT_CAPTURE_FAILED and server is not None:
+                err.exit_code = EXIT_CAPTURE_FAILED
+            if unrecorded and "run.json" not in str(err):
+                err.args = (f"{err}; and run.json could not be updated: {unrecorded}",)
+        if err is exc:
+            raise
+        raise err from exc
     finally:
         if server is not None:
             server.stop(graceful_s=30.0)

@@ -15,9 +15,11 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
@@ -47,6 +49,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
 
 
 _ERROR_LINE = re.compile(r"\b[A-Z]\w*(Error|Exception): ")
+_NOT_AN_ERROR = re.compile(r"\b(WARNING|INFO|DEBUG)\b")  # a log line that merely mentions an error
 
 
 def first_error_line(path: Path) -> str | None:
@@ -55,7 +58,7 @@ def first_error_line(path: Path) -> str | None:
         with open(path, "rb") as fh:
             for raw in fh:
                 line = raw.decode("utf-8", "replace").strip()
-                if _ERROR_LINE.search(line):
+                if _ERROR_LINE.search(line) and not _NOT_AN_ERROR.search(line):
                     return line[:500]
     except FileNotFoundError:
         pass
@@ -73,6 +76,8 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.exit_code: int | None = None
         self.stop_signal: str | None = None
+        self._hurry = False  # set by a further Ctrl-C while stopping: go to the next signal now
+        self.hurries = 0  # how many times that happened (recorded in run.json)
 
     def start(self) -> None:
         # The log file is opened exclusively: a run directory is new, so an existing log would mean a bug.
@@ -101,9 +106,17 @@ class ServerProcess:
     def tail(self, lines: int = LOG_TAIL_LINES) -> list[str]:
         return log_tail(self.log_path, lines)
 
-    def check_alive(self, what: str) -> None:
-        """Raise a capture error with the log tail (and the first error line) if the server has exited."""
+    def check_alive(self, what: str, grace_s: float = 0.0) -> None:
+        """Raise a capture error with the log tail (and the first error line) if the server has exited.
+
+        ``grace_s``: when a connection just broke, the server is usually exiting but not yet
+        reaped; wait up to this long for its exit so the error names the real cause.
+        """
         code = self.poll()
+        deadline = time.monotonic() + grace_s
+        while code is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            code = self.poll()
         if code is not None:
             tail = self.tail()
             cause = first_error_line(self.log_path)
@@ -138,24 +151,43 @@ class ServerProcess:
             pass
 
     def _group_alive(self) -> bool:
+        """True while a *live* process is in the server's group; zombies do not count.
+
+        Why not only ``killpg(pgid, 0)``: it succeeds on zombies, and under an init that does
+        not reap orphans (containers, VMs with a minimal PID 1) an engine process orphaned by
+        its dead API server stays a zombie forever, so a stop would escalate to SIGKILL and
+        wait for nothing. Zombies that are our own children (orphans reparented to copyprof,
+        see :func:`adopt_orphans`) are reaped here, so the group really goes away.
+        """
         assert self.proc is not None
-        try:
-            os.killpg(self.proc.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
+        members = group_members(self.proc.pid)
+        if members is None:  # no /proc: the signal probe is all there is
+            try:
+                os.killpg(self.proc.pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
             return True
-        return True
+        me = os.getpid()
+        for pid, state, ppid in members:
+            if state == "Z" and ppid == me and pid != self.proc.pid:  # the leader is Popen's to reap
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+        return any(state != "Z" for _, state, _ in members)
 
     def _wait_group(self, timeout_s: float) -> bool:
         """Wait until the leader is reaped and no process of the group is left."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._hurry:
             self.poll()
             if self.exit_code is not None and not self._group_alive():
                 return True
             time.sleep(0.2)
+        self._hurry = False
         self.poll()
         return self.exit_code is not None and not self._group_alive()
 
@@ -168,13 +200,86 @@ class ServerProcess:
         if self.poll() is not None and not self._group_alive():
             self.stop_signal = "exited"
             return self.stop_signal
-        for sig, wait_s in ((signal.SIGINT, graceful_s), (signal.SIGTERM, term_s), (signal.SIGKILL, 10.0)):
-            self._signal_group(sig)
-            if self._wait_group(wait_s):
-                self.stop_signal = sig.name
-                return self.stop_signal
+        with ctrl_c_hurries(self.hurry):
+            for sig, wait_s in ((signal.SIGINT, graceful_s), (signal.SIGTERM, term_s), (signal.SIGKILL, 10.0)):
+                self._signal_group(sig)
+                if self._wait_group(wait_s):
+                    self.stop_signal = sig.name
+                    return self.stop_signal
         self.stop_signal = "SIGKILL (processes may remain)"
         return self.stop_signal
+
+    def hurry(self) -> None:
+        """Cut the current wait of :meth:`stop` short (a further Ctrl-C): the next signal goes out now."""
+        self._hurry = True
+        self.hurries += 1
+
+
+@contextmanager
+def ctrl_c_hurries(on_ctrl_c: Callable[[], None]) -> Iterator[list[int]]:
+    """While copyprof cleans up, Ctrl-C calls ``on_ctrl_c`` instead of raising KeyboardInterrupt.
+
+    Why: the cleanup after a failure or a first Ctrl-C stops the server group and records
+    run.json. Interrupting that half-way is how GPUs are left held by orphaned servers and
+    runs are left saying "capturing". A further Ctrl-C therefore makes the stop escalate
+    (SIGINT -> SIGTERM -> SIGKILL) sooner, but the cleanup still finishes. Yields the list
+    of signals received. Only the main thread can set handlers; elsewhere this does nothing.
+    """
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        got.append(signum)
+        on_ctrl_c()
+
+    old = signal.signal(signal.SIGINT, handler)
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def group_members(pgid: int) -> list[tuple[int, str, int]] | None:
+    """(pid, state, ppid) of every process in group ``pgid``, from /proc; None without /proc."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    out = []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                data = fh.read()
+        except OSError:  # exited meanwhile
+            continue
+        fields = data[data.rfind(b")") + 2:].split()  # the command name may hold spaces and parentheses
+        if len(fields) > 2 and int(fields[2]) == pgid:
+            out.append((int(entry), fields[0].decode(), int(fields[1])))
+    return out
+
+
+def adopt_orphans() -> bool:
+    """Become the reaper of orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``); True if set.
+
+    Why: when vLLM's API server dies first, its engine and worker processes are reparented.
+    To PID 1 by default, which in many containers never reaps them; adopted by copyprof they
+    are reaped by :meth:`ServerProcess.stop` and the server's process group is really gone.
+    Called by the ``copyprof run`` command (not by library code, which must not change how
+    its host process treats orphans).
+    """
+    if not os.uname().sysname == "Linux":
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # PR_SET_CHILD_SUBREAPER = 36
+    except (OSError, AttributeError):
+        return False
 
 
 def health_ok(port: int, timeout_s: float = 5.0) -> bool:

