@@ -45,19 +45,19 @@ def pick_source() -> Path:
     return found[-1] if found else REPO.parent / "shared" / "sample_traces" / "kineto_cupti_a100_cudagraph_rank0.json.gz"
 
 
-def build_inputs(src: Path, mb: float, rank_mb: float, ranks: int) -> dict[str, Any]:
+def build_inputs(src: Path, mb: float, rank_mb: float, ranks: int, tag: str) -> dict[str, Any]:
     """Build (or reuse, when built from the same source and sizes) the benchmark inputs."""
     OUT.mkdir(exist_ok=True)
-    stamp = OUT / "inputs.json"
+    stamp = OUT / f"inputs{tag}.json"
     want = {"source": str(src.relative_to(REPO.parent)) if src.is_relative_to(REPO.parent) else str(src),
-            "source_bytes": src.stat().st_size, "mb": mb, "rank_mb": rank_mb, "ranks": ranks}
+            "source_bytes": src.stat().st_size, "mb": mb, "rank_mb": rank_mb, "ranks": ranks, "builder": 2}
     if stamp.is_file():
         have = json.loads(stamp.read_text())
         if {k: have.get(k) for k in want} == want:
             return have
-    big = OUT / "bench_1g.pt.trace.json.gz"
+    big = OUT / f"bench_1g{tag}.pt.trace.json.gz"
     info = dict(want, big=build_trace(str(src), str(big), mb))
-    tp = OUT / "tp8"
+    tp = OUT / f"tp8{tag}"
     tp.mkdir(exist_ok=True)
     info["ranks_info"] = [build_trace(str(src), str(tp / f"rank{r}.pt.trace.json.gz"), rank_mb, rank=r) for r in range(ranks)]
     stamp.write_text(json.dumps(info, indent=1))
@@ -120,14 +120,43 @@ def _descendants(root: int) -> list[int]:
     return [p for p in out if p != root]  # not GNU time itself
 
 
+def _cpu_snap() -> tuple[int, int]:
+    """Machine-wide (total, idle + iowait) CPU ticks from /proc/stat."""
+    v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(v), v[3] + v[4]
+
+
+def _cpu_busy(seconds: float = 1.0) -> float:
+    """Fraction of all CPUs busy over ``seconds``, i.e. other people's load."""
+    snap = _cpu_snap
+    t0, i0 = snap()
+    time.sleep(seconds)
+    t1, i1 = snap()
+    return 1 - (i1 - i0) / max(1, t1 - t0)
+
+
+QUIET = {"wait_s": 0.0, "below": 0.15}
+
+
+def wait_quiet() -> float:
+    """Wait (up to QUIET["wait_s"]) until the machine is idle; returns the busy fraction seen."""
+    deadline = time.monotonic() + QUIET["wait_s"]
+    busy = _cpu_busy()
+    while busy > QUIET["below"] and time.monotonic() < deadline:
+        busy = _cpu_busy()
+    return busy
+
+
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``cmd`` under GNU time -v; wall seconds, peak RSS (time -v) and tree RSS/PSS."""
-    load = os.getloadavg()[0]
+    load = round(wait_quiet(), 3)
+    tick0, idle0 = _cpu_snap()
     proc = subprocess.Popen(["/usr/bin/time", "-v", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, **(env or {})}, cwd=REPO)
     sampler = TreeSampler(proc.pid)
     sampler.start()
     out, err = proc.communicate()
+    tick1, idle1 = _cpu_snap()
     sampler.stop.set()
     sampler.join()
     if proc.returncode != 0:
@@ -138,19 +167,29 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     user = float(re.search(r"User time \(seconds\): (\S+)", err).group(1))
     system = float(re.search(r"System time \(seconds\): (\S+)", err).group(1))
     inner = next((json.loads(line) for line in out.splitlines() if line.startswith('{"import_s"')), None)
-    return {"wall_s": secs, "cpu_s": user + system, "max_rss_mb": rss_kb / 1024, "tree_rss_mb": sampler.peak_rss / 1024,
-            "tree_pss_mb": sampler.peak_pss / 1024, "procs": sampler.peak_procs, "load_before": load, "inner": inner,
+    # CPU the rest of the machine used while we ran, as a fraction of all cores x wall time.
+    hz, cores = os.sysconf("SC_CLK_TCK"), os.cpu_count() or 1
+    others = max(0.0, ((tick1 - tick0) - (idle1 - idle0)) / hz - (user + system)) / max(1e-9, secs * cores)
+    return {"wall_s": secs, "cpu_s": user + system, "others_cpu": round(others, 3), "max_rss_mb": rss_kb / 1024, "tree_rss_mb": sampler.peak_rss / 1024,
+            "tree_pss_mb": sampler.peak_pss / 1024, "procs": sampler.peak_procs, "busy_before": load, "inner": inner,
             "stdout_bytes": len(out)}
 
 
+CONTENDED = 0.10  # runs where other processes used more than this share of the CPUs
+
+
 def repeat(n: int, cmd: list[str], env: dict[str, str] | None = None, before: Any = None) -> dict[str, Any]:
+    """Median of the runs that were not contended (other processes < 10% of the CPUs); of all
+    runs when every one was. Every run's wall time and contention is kept."""
     runs = []
     for _ in range(n):
         if before:
             before()
         runs.append(timed(cmd, env))
-    med = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
-    return {**med, "runs": [round(r["wall_s"], 3) for r in runs],
+    clean = [r for r in runs if r["others_cpu"] < CONTENDED] or runs
+    med = sorted(clean, key=lambda r: r["wall_s"])[len(clean) // 2]
+    return {**med, "runs": [round(r["wall_s"], 3) for r in runs], "others": [r["others_cpu"] for r in runs],
+            "clean_runs": sum(r["others_cpu"] < CONTENDED for r in runs),
             "max_rss_mb": max(r["max_rss_mb"] for r in runs), "tree_pss_mb": max(r["tree_pss_mb"] for r in runs),
             "tree_rss_mb": max(r["tree_rss_mb"] for r in runs)}
 
@@ -168,13 +207,21 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=1000.0)
     ap.add_argument("--rank-mb", type=float, default=125.0)
     ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--source", type=Path, help="trace to replicate (default: the largest traces/**/*.pt.trace.json.gz)")
+    ap.add_argument("--quiet-wait", type=float, default=0.0,
+                    help="before each run, wait up to this many seconds for other processes' CPU use to fall below 15%%")
+    ap.add_argument("--tag", default="", help="suffix for the output files (results-TAG.json) and inputs")
+    ap.add_argument("--no-tp8", action="store_true", help="skip the 8-rank directory")
     args = ap.parse_args()
-    src = pick_source()
+    QUIET["wait_s"] = args.quiet_wait
+    src = args.source.resolve() if args.source else pick_source()
     print(f"source: {src}", flush=True)
-    info = build_inputs(src, args.mb, args.rank_mb, args.ranks)
-    big, tp = OUT / "bench_1g.pt.trace.json.gz", OUT / "tp8"
+    tag = f"-{args.tag}" if args.tag else ""
+    info = build_inputs(src, args.mb, args.rank_mb, 0 if args.no_tp8 else args.ranks, tag)
+    big, tp = OUT / f"bench_1g{tag}.pt.trace.json.gz", OUT / f"tp8{tag}"
     mb_big = info["big"]["json_bytes"] / 1e6
     mb_tp = sum(r["json_bytes"] for r in info["ranks_info"]) / 1e6
+    tp8 = not args.no_tp8
     cache = OUT / "cache"
     cache.mkdir(exist_ok=True)
     env = {"COPYPROF_CACHE_DIR": str(cache)}
@@ -187,8 +234,8 @@ def main() -> None:
         r["mb"], r["mb_per_s"] = mb, mb / r["wall_s"]
         cases[name] = r
         inner = f" (parse {r['inner']['parse_s']:.2f} s in-process)" if r.get("inner") else ""
-        print(f"{name:<34} {r['wall_s']:7.2f} s {r['mb_per_s']:7.1f} MB/s  max RSS {r['max_rss_mb']:7.0f} MB  "
-              f"tree PSS {r['tree_pss_mb']:7.0f} MB{inner}  runs {r['runs']}", flush=True)
+        print(f"{name:<26} {r['wall_s']:7.2f} s {r['mb_per_s']:7.1f} MB/s  max RSS {r['max_rss_mb']:6.0f} MB  "
+              f"tree PSS {r['tree_pss_mb']:6.0f} MB{inner}  runs {r['runs']} others {r['others']}", flush=True)
 
     if not args.skip_hta:
         info["hta_env"] = ensure_hta()
@@ -200,13 +247,14 @@ def main() -> None:
     run("report_nocache_j2", mb_big, [*report, "--no-cache", "--jobs", "2", str(big)], args.repeat)
     run("report_cold_cache", mb_big, [*report, str(big)], args.repeat, before=lambda: clear(cache))
     run("report_warm_cache", mb_big, [*report, str(big)], args.repeat)
-    run("tp8_report_nocache_j1", mb_tp, [*report, "--no-cache", "--jobs", "1", str(tp)], args.repeat)
-    run("tp8_report_nocache_j2", mb_tp, [*report, "--no-cache", "--jobs", "2", str(tp)], args.repeat)
-    run("tp8_report_cold_cache_j2", mb_tp, [*report, "--jobs", "2", str(tp)], args.repeat, before=lambda: clear(cache))
-    run("tp8_report_warm_cache", mb_tp, [*report, str(tp)], args.repeat)
-    run("tp8_parse_j1", mb_tp, [py, str(HERE / "parse_only.py"), "copyprof", str(tp), "1"], args.repeat)
-    run("tp8_parse_j2", mb_tp, [py, str(HERE / "parse_only.py"), "copyprof", str(tp), "2"], args.repeat)
-    result = {"inputs": info, "machine": _machine(), "cases": cases}
+    if tp8:
+        run("tp8_report_nocache_j1", mb_tp, [*report, "--no-cache", "--jobs", "1", str(tp)], args.repeat)
+        run("tp8_report_nocache_j2", mb_tp, [*report, "--no-cache", "--jobs", "2", str(tp)], args.repeat)
+        run("tp8_report_cold_cache_j2", mb_tp, [*report, "--jobs", "2", str(tp)], args.repeat, before=lambda: clear(cache))
+        run("tp8_report_warm_cache", mb_tp, [*report, str(tp)], args.repeat)
+        run("tp8_parse_j1", mb_tp, [py, str(HERE / "parse_only.py"), "copyprof", str(tp), "1"], args.repeat)
+        run("tp8_parse_j2", mb_tp, [py, str(HERE / "parse_only.py"), "copyprof", str(tp), "2"], args.repeat)
+    result = {"inputs": info, "machine": _machine(), "cases": cases, "commit": _commit()}
     if "hta_parse" in cases:
         h = cases["hta_parse"]
         result["ratios_vs_hta"] = {name: {"speed_x": round(c["mb_per_s"] / h["mb_per_s"], 1),
@@ -215,9 +263,15 @@ def main() -> None:
                                    for name, c in cases.items() if name != "hta_parse" and not name.startswith("tp8")}
         for name, r in result["ratios_vs_hta"].items():
             print(f"vs HTA  {name:<26} {r['speed_x']:6.1f}x faster  RSS {r['max_rss_fraction']:.3f}  PSS {r['tree_pss_fraction']:.3f}")
-    (OUT / "results.json").write_text(json.dumps(result, indent=1))
-    (OUT / "results.md").write_text(_markdown(result))
-    print(f"wrote {OUT / 'results.json'} and {OUT / 'results.md'}")
+    (OUT / f"results{tag}.json").write_text(json.dumps(result, indent=1))
+    (OUT / f"results{tag}.md").write_text(_markdown(result))
+    print(f"wrote {OUT / f'results{tag}.json'} and {OUT / f'results{tag}.md'}")
+
+
+def _commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "copyprof"], capture_output=True, text=True, cwd=REPO).stdout
+    return out + ("+dirty" if dirty.strip() else "")
 
 
 def _machine() -> dict[str, Any]:
@@ -229,12 +283,12 @@ def _machine() -> dict[str, Any]:
 
 
 def _markdown(result: dict[str, Any]) -> str:
-    rows = ["| case | MB (JSON) | wall s (median) | MB/s | peak RSS, time -v (MB) | peak PSS, process tree (MB) | x HTA speed | RSS / HTA |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| case | MB (JSON) | wall s (median) | runs: wall s (others' CPU share) | MB/s | peak RSS, time -v (MB) | peak PSS, process tree (MB) | x HTA speed | RSS / HTA |",
+            "|---|---|---|---|---|---|---|---|---|"]
     ratios = result.get("ratios_vs_hta", {})
     for name, c in result["cases"].items():
         r = ratios.get(name, {})
-        rows.append(f"| {name} | {c['mb']:.0f} | {c['wall_s']:.2f} | {c['mb_per_s']:.1f} | {c['max_rss_mb']:.0f} | "
+        rows.append(f"| {name} | {c['mb']:.0f} | {c['wall_s']:.2f} | {', '.join(f'{x:.2f} ({o:.0%})' for x, o in zip(c['runs'], c['others']))} | {c['mb_per_s']:.1f} | {c['max_rss_mb']:.0f} | "
                     f"{c['tree_pss_mb']:.0f} | {r.get('speed_x', '')} | {r.get('max_rss_fraction', '')} |")
     return "\n".join(rows) + "\n"
 

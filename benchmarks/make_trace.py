@@ -66,6 +66,25 @@ def _period_and_stride(events: list[bytes]) -> tuple[int, int]:
     return span + 1000, 10 ** len(str(top + 1))
 
 
+def _time_prefix(body: list[bytes], room: float, sep_len: int) -> list[bytes]:
+    """The events, in file order, that start before the time at which ``room`` bytes are used."""
+    decoder = msgspec.json.Decoder(_Times)
+    ts = []
+    for raw in body:
+        try:
+            t = decoder.decode(raw).ts
+        except msgspec.ValidationError:
+            t = None
+        ts.append(float("-inf") if t is None else t)
+    used, cutoff = 0, float("-inf")
+    for i in sorted(range(len(body)), key=ts.__getitem__):
+        if used + len(body[i]) + sep_len > room:
+            break
+        used += len(body[i]) + sep_len
+        cutoff = ts[i]
+    return [raw for raw, t in zip(body, ts) if t <= cutoff]
+
+
 def _shifted(blob: bytes, dt: int, did: int) -> bytes:
     if dt == 0 and did == 0:
         return blob
@@ -92,22 +111,30 @@ def build_trace(src: str, dest: str, target_mb: float, rank: int | None = None) 
     period, stride = _period_and_stride(body)
     sep = b",\n  "
     blob = sep.join(body)
-    copies = max(1, round(target_mb * 1e6 / (len(blob) + len(sep))))
+    target = target_mb * 1e6
+    copies = max(1, int(target // (len(blob) + len(sep))))
+    # The rest of the target as the first part (in time) of one more copy, so rank files reach
+    # their size even when the source is large: the events that start before a cutoff, in
+    # file order (at most the step that straddles the cutoff is partial).
+    room = target - copies * (len(blob) + len(sep))
+    extra = _time_prefix(body, room, len(sep)) if room > 0.05 * len(blob) else []
     written = 0
     with gzip.open(dest, "wb", compresslevel=1) as out:
         first = b"\n  " + (sep.join(meta) + sep if meta else b"")
         for part in (header, first):
             out.write(part)
             written += len(part)
-        for k in range(copies):
-            chunk = (sep if k else b"") + _shifted(blob, k * period, k * stride)
+        for k in range(copies + (1 if extra else 0)):
+            text = blob if k < copies else sep.join(extra)
+            chunk = (sep if k else b"") + _shifted(text, k * period, k * stride)
             out.write(chunk)
             written += len(chunk)
         end = b"\n" + tail
         out.write(end)
         written += len(end)
-    return {"source": src, "copies": copies, "events": len(meta) + copies * len(body), "json_bytes": written,
-            "period_us": period, "id_stride": stride}
+    return {"source": src, "copies": copies, "partial_copy_events": len(extra),
+            "events": len(meta) + copies * len(body) + len(extra),
+            "json_bytes": written, "period_us": period, "id_stride": stride}
 
 
 def _is_gzip(path: str) -> bool:

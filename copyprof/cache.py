@@ -66,12 +66,22 @@ def code_hash() -> str:
     return _code_hash
 
 
+_hashes: dict[tuple[str, int, int, int, int], str] = {}
+
+
 def file_hash(path: str) -> str:
-    h = hashlib.blake2b(digest_size=20)
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
+    """blake2b of the file's bytes; remembered within this process per (path, inode, size,
+    mtime, ctime) — any write changes ctime, which utime cannot set back — so checking an entry
+    and then loading it reads the file once."""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _hashes:
+        h = hashlib.blake2b(digest_size=20)
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                h.update(chunk)
+        _hashes[key] = h.hexdigest()
+    return _hashes[key]
 
 
 def _stat(path: str) -> dict[str, Any]:
@@ -107,13 +117,20 @@ class TableCache:
             pass
         return traces
 
+    def fresh(self, fmt: str, paths: tuple[str, ...]) -> bool:
+        """Whether :meth:`load` would hit (reads the entry's metadata only)."""
+        try:
+            with np.load(self._entry(fmt, paths), allow_pickle=False) as npz:
+                return _valid(json.loads(npz["meta"].tobytes().decode()), fmt, paths)
+        except Exception:  # noqa: BLE001 - a damaged entry is simply not fresh
+            return False
+
     def _load(self, entry: Path, fmt: str, paths: tuple[str, ...]) -> list[Trace] | None:
         if not entry.is_file():
             return None
         with np.load(entry, allow_pickle=False) as npz:
             meta = json.loads(npz["meta"].tobytes().decode())
-            if (meta.get("version") != FORMAT_VERSION or meta.get("code") != code_hash() or meta.get("fmt") != fmt
-                    or not _same_files(meta.get("files"), paths)):
+            if not _valid(meta, fmt, paths):
                 return None
             traces = []
             for i, t in enumerate(meta["traces"]):
@@ -171,6 +188,11 @@ class TableCache:
 def snapshot(paths: tuple[str, ...]) -> list[dict[str, Any]]:
     """Size, mtime and content hash of each file, taken before reading it."""
     return [{**_stat(p), "blake2b": file_hash(p)} for p in paths]
+
+
+def _valid(meta: dict[str, Any], fmt: str, paths: tuple[str, ...]) -> bool:
+    return (meta.get("version") == FORMAT_VERSION and meta.get("code") == code_hash() and meta.get("fmt") == fmt
+            and _same_files(meta.get("files"), paths))
 
 
 def _same_files(recorded: Any, paths: tuple[str, ...]) -> bool:

@@ -146,15 +146,19 @@ def read_source(src: Source, pool: ChunkPool | None = None) -> list[Trace]:
     return traces
 
 
-def decode_pool(sources: list[Source], jobs: int) -> ChunkPool | None:
+def decode_pool(sources: list[Source], jobs: int, cache: bool = False) -> ChunkPool | None:
     """Worker processes for chunk-parallel Kineto decoding, when ``jobs`` > 1 and a Kineto
-    source is big enough to gain from them. Start it before any other thread (a progress
-    display) and close it when done (``with``)."""
+    source is big enough to gain from them (and, with ``cache``, is not served from the
+    cache). Start it before any other thread (a progress display); close it when done."""
     from copyprof.parallel import MIN_PARALLEL_BYTES, make_pool
 
-    if jobs > 1 and any(s.fmt == "kineto" and json_size(s.path) >= MIN_PARALLEL_BYTES for s in sources):
-        return make_pool(jobs)
-    return None
+    if jobs < 2:
+        return None
+    big = [s for s in sources if s.fmt == "kineto" and json_size(s.path) >= MIN_PARALLEL_BYTES]
+    if cache and big:
+        table_cache = TableCache()
+        big = [s for s in big if not table_cache.fresh(s.fmt, s.paths)]
+    return make_pool(jobs) if big else None
 
 
 def read_sources(sources: list[Source], *, pool: ChunkPool | None = None, cache: bool = False,

@@ -175,3 +175,18 @@ def test_report_json_identical_cold_warm_and_no_cache(tmp_path, samples, monkeyp
     assert cold == warm == nocache
     assert json.loads(warm)["runs"][0]["steps"]["decode"] > 0
     assert _entries(root)[0].stat().st_ino == inode  # served, not re-read and rewritten
+
+
+def test_no_decode_workers_when_the_cache_serves_every_source(tmp_path, trace, monkeypatch):
+    from copyprof import parallel
+    from copyprof.load import decode_pool
+
+    monkeypatch.setenv("COPYPROF_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 1)
+    sources = discover([str(trace)])
+    pool = decode_pool(sources, 2, cache=True)
+    assert pool is not None
+    pool.close()
+    _read(TableCache(), trace)
+    assert TableCache().fresh(sources[0].fmt, sources[0].paths)
+    assert decode_pool(sources, 2, cache=True) is None

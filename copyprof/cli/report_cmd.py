@@ -18,7 +18,7 @@ from copyprof.render.report_text import render_csv, render_json, render_markdown
 
 def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps: bool, jobs: int, cache: bool) -> dict:
     sources = discover([path])
-    pool = decode_pool(sources, jobs)  # before the progress display's thread starts (fork)
+    pool = decode_pool(sources, jobs, cache)  # before the progress display's thread starts (fork)
     try:
         with reading_progress(len(sources)) as advance:
             traces = read_sources(sources, pool=pool, cache=cache, progress=lambda src: advance(src.path))
