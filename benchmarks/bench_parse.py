@@ -224,7 +224,8 @@ def main() -> None:
     tp8 = not args.no_tp8
     cache = OUT / "cache"
     cache.mkdir(exist_ok=True)
-    env = {"COPYPROF_CACHE_DIR": str(cache)}
+    # PYTHONPATH: the copyprof of this checkout, whatever is installed (parse_only.py runs as a script).
+    env = {"COPYPROF_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
     py = sys.executable
     report = [py, "-m", "copyprof", "report", "--format", "json"]
     cases: dict[str, dict[str, Any]] = {}
