@@ -9,6 +9,12 @@ followed (after whitespace) by ``,`` and ``{``. A cut inside a nested object or 
 leaves the chunk unbalanced, so decoding that chunk fails; the chunk is then merged with the
 next one and tried again. A chunk that decodes is therefore a whole sequence of top-level
 events. Only a document that is really malformed keeps failing, and is reported as such.
+
+Damage inside the array (a flipped byte, a lost span) is told apart from a false cut by where
+the decoder stops: before the chunk's last candidate boundary means a broken event, which is
+cut out (from the boundary before the error to the first one after it) and the chunk decoded
+again; the skipped byte ranges are recorded in ``StreamState.skipped``. So one bad byte costs
+the event it is in, not every event after it.
 """
 from __future__ import annotations
 
@@ -19,6 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+
+from copyprof.readers.json_repair import FAILED, repair
 
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*([\[{])')
 _CANDIDATE_CUT = re.compile(rb"\}\s*,\s*\{")
@@ -48,6 +56,7 @@ class StreamState:
     truncated: str | None = None  # why the array ended early, if it did
     rest: bytes = b""  # what follows the last candidate cut (set when splitting ends)
     rest_offset: int = 0
+    skipped: list[tuple[int, int]] = field(default_factory=list)  # (document offset, bytes) cut out as damaged
 
 
 @dataclass
@@ -67,9 +76,6 @@ class Piece:
     @property
     def body(self) -> bytes | memoryview:
         return self.data[1:-1]
-
-
-FAILED = object()  # PieceMerger.settle: the piece did not decode (yet)
 
 
 class PieceMerger:
@@ -101,14 +107,18 @@ class PieceMerger:
         """The result for ``piece``, or ``FAILED``. ``decoded()`` returns the piece's own
         decode (or raises DecodeError); it is not called when text is carried from a failed
         piece: then carried text and piece are decoded here, as one."""
+        data = None
         if self.carry is not None:
             data = b"[" + self.carry + piece.body + b"]"
             decoded = lambda: self.decode_chunk(data)  # noqa: E731
         try:
             result = decoded()
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            self.failed(piece, exc)
-            return FAILED
+            start = self.carry_offset if self.carry is not None else piece.offset
+            result = repair(bytes(piece.data) if data is None else data, exc, start, self.decode_chunk, self.state)
+            if result is FAILED:
+                self.failed(piece, exc)
+                return FAILED
         self.carry = None
         self.accepted(piece)
         return result
@@ -310,8 +320,10 @@ def _finish(
         body = data[:pos].rstrip()
         try:
             result = decode_chunk(b"[" + body + b"]") if body else None
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            result = repair(b"[" + body + b"]", exc, base, decode_chunk, state)
+            if result is FAILED:
+                continue
         state.tail = tail_obj
         state.consumed = base + pos
         if result is not None:
@@ -354,11 +366,14 @@ def _parse_tail(tail: bytes, bare_list: bool) -> dict[str, Any] | None:
 
 def _salvage(data: bytes, base: int, decode_chunk: Callable[[bytes], Any], state: StreamState) -> Iterator[Any]:
     cuts = [m.start() for m in _CANDIDATE_CUT.finditer(data)]
-    for cut in reversed(cuts[-256:]):
+    for cut in reversed(cuts[-256:]):  # from the end: the last cut may be false (inside the cut-off event)
+        chunk = b"[" + data[: cut + 1] + b"]"
         try:
-            result = decode_chunk(b"[" + data[: cut + 1] + b"]")
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
+            result = decode_chunk(chunk)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            result = repair(chunk, exc, base, decode_chunk, state)  # damage before this cut: cut it out
+            if result is FAILED:
+                continue
         state.consumed = base + cut + 1
         yield result
         return

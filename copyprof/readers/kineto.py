@@ -174,6 +174,10 @@ def read_kineto(path: str, pool: ChunkPool | None = None) -> list[Trace]:
         partial = f"{stream.describe_partial()}; kept {cols.rows:,} whole events"
     elif state.truncated and partial is None:
         partial = f"{state.truncated}; kept {cols.rows:,} whole events"
+    if state.skipped:  # damaged events cut out of the array (json_stream.repair); the rest was read
+        first, total = min(state.skipped)[0], sum(n for _, n in state.skipped)
+        note = f"skipped {total:,} bytes of damaged JSON in {len(state.skipped)} place(s), the first at byte {first:,}"
+        partial = f"{partial}; {note}" if partial else f"{note}; kept {cols.rows:,} events"
     if partial and cols.rows == 0 and cols.counts.sum() == 0:
         raise CopyprofError(f"no events could be read ({partial})", path=path)
     header = {**state.header, **state.tail}
@@ -213,7 +217,7 @@ def _flavour(header: dict[str, Any], has_gpu: bool) -> str:
         return "roctracer"
     if "cupti_version" in header or "cuda_runtime_version" in header:
         return "cupti"
-    props = header.get("deviceProperties") or []
+    props = _device_props(header)
     if any(isinstance(p, dict) and p.get("warpSize") == 64 for p in props):
         return "roctracer"  # ROCm traces before version keys (HTA MI250 ROCm 6.2 sample)
     if not has_gpu:
@@ -234,7 +238,7 @@ def _meta(path: str, header: dict[str, Any], cols: _Accumulator) -> TraceMeta:
         m = _RANK_IN_NAME.search(os.path.basename(path))
         rank = int(m.group(1)) if m else 0
     meta.ranks = [rank]
-    for p in header.get("deviceProperties") or []:
+    for p in _device_props(header):
         if isinstance(p, dict):
             meta.devices.append(_device(p))
     keep = {k: v for k, v in header.items() if k not in ("deviceProperties", "traceEvents") and not isinstance(v, (list, dict))}
@@ -246,6 +250,12 @@ def _meta(path: str, header: dict[str, Any], cols: _Accumulator) -> TraceMeta:
     if cols.bad:
         meta.warnings.append(f"{cols.bad} events had unreadable timestamps and were skipped")
     return meta
+
+
+def _device_props(header: dict[str, Any]) -> list[Any]:
+    """``deviceProperties`` when it is a list (a damaged or hand-made header may hold anything)."""
+    props = header.get("deviceProperties")
+    return props if isinstance(props, list) else []
 
 
 def _device(p: dict[str, Any]) -> dict[str, Any]:

@@ -198,8 +198,17 @@ def to_int(values: list[Any] | tuple[Any, ...], default: int = -1) -> np.ndarray
         return np.fromiter(values, dtype=np.int64, count=len(values))
     except (TypeError, ValueError, OverflowError):
         f = to_float(values)
-        f[~np.isfinite(f)] = default
+        f[~_fits_int64(f)] = default  # NaN, inf, or beyond int64 (2**70, 1e300): unknown, not garbage
         return f.astype(np.int64)
+
+
+_INT64_LIMIT = 2.0**63
+
+
+def _fits_int64(f: np.ndarray) -> np.ndarray:
+    """Finite values that an int64 holds (casting others gives garbage and a RuntimeWarning)."""
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(f) & (np.abs(f) < _INT64_LIMIT)
 
 
 def _tid(values: list[Any]) -> np.ndarray:
@@ -216,16 +225,20 @@ def _tid(values: list[Any]) -> np.ndarray:
             out[i] = float(digits[0]) if digits else -1
         else:
             out[i] = -1
+    out[~_fits_int64(out)] = -1
     return out.astype(np.int64)
 
 
 def _dim3(values: tuple[Any, ...], n: int) -> np.ndarray:
     """(n, 3) launch dims; anything that is not three ints is (-1, -1, -1)."""
     if n and None not in values and set(map(len, values)) == {3}:
-        return np.fromiter(chain.from_iterable(values), dtype=np.int64, count=3 * n).reshape(n, 3)
+        try:
+            return np.fromiter(chain.from_iterable(values), dtype=np.int64, count=3 * n).reshape(n, 3)
+        except OverflowError:  # a dimension beyond int64 (msgspec decodes up to 2**64 - 1)
+            pass
     out = np.full((n, 3), -1, dtype=np.int64)
     for i, v in enumerate(values):
-        if v is not None and len(v) == 3:
+        if v is not None and len(v) == 3 and all(-(2**63) <= d < 2**63 for d in v):
             out[i] = v
     return out
 
@@ -298,9 +311,9 @@ def columnize(events: list[Any]) -> ChunkResult:
 
     ts_f = to_float(list(compress(ts, keep)))
     dur_f = to_float(list(compress(dur, keep)))
-    good = np.isfinite(ts_f)
+    good = _fits_int64(ts_f * 1000.0)  # a timestamp whose ns do not fit int64 is as unreadable as NaN
     res.bad = int((~good).sum())
-    dur_f[~np.isfinite(dur_f) | (dur_f < 0)] = 0.0
+    dur_f[~_fits_int64(dur_f * 1000.0) | (dur_f < 0)] = 0.0
     pid_i = to_int(list(compress(pid, keep)))
     tid_i = _tid(list(compress(tid, keep)))
     kept_args = list(compress(args, keep))
