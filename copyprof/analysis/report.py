@@ -178,7 +178,7 @@ def _timeline(ra: RankAnalysis) -> pd.DataFrame | None:
     ops["name"] = ops["name"].astype(str)
     cp = ra.census.copies[ra.census.copies["step"] == step]
     site = dict(zip(cp["start_ns"], cp["site"].map(lambda s: s if s in ("mla", "kda") else "other-copy")))
-    ops["site"] = ops["start_ns"].map(site).fillna("")
+    ops["site"] = [site.get(t, "") for t in ops["start_ns"].tolist()]  # (map+fillna("") warns: float dtype)
     return ops.sort_values("start_ns").reset_index(drop=True)
 
 

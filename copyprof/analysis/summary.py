@@ -77,4 +77,5 @@ def _span_ms(ev: pd.DataFrame) -> float:
     sub = ev[ev["on_gpu"]] if ev["on_gpu"].any() else ev
     if sub.empty:
         return 0.0
-    return float((sub["start_ns"] + sub["dur_ns"]).max() - sub["start_ns"].min()) / 1e6
+    start = sub["start_ns"].to_numpy(dtype=float)  # float: extreme ns values of a damaged file must not wrap
+    return float((start + sub["dur_ns"].to_numpy(dtype=float)).max() - start.min()) / 1e6
