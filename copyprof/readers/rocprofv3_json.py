@@ -15,7 +15,7 @@ MEMORY_COPY=10, KERNEL_DISPATCH=11); the file carries its own name table, so use
 from __future__ import annotations
 
 import os
-from typing import Any, Union
+from typing import Annotated, Any, Union
 
 import msgspec
 import numpy as np
@@ -27,63 +27,68 @@ from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.source import open_binary
 
 
+# rocprofiler-sdk writes some ids as uint64; one beyond int64 cannot go into the event table, so it
+# is a validation error (a one-line "not a rocprofv3 results JSON" error), not an OverflowError later.
+I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
 class _S(msgspec.Struct, gc=False):
     """Base: no GC tracking (records hold no cycles)."""
 
 
 class Handle(msgspec.Struct, frozen=True, gc=False):  # frozen: usable as a default
-    handle: int = 0
+    handle: I64 = 0
 
 
 class Dim3(msgspec.Struct, frozen=True, gc=False):  # frozen: usable as a default
-    x: int = -1
-    y: int = -1
-    z: int = -1
+    x: I64 = -1
+    y: I64 = -1
+    z: I64 = -1
 
 
 class Corr(msgspec.Struct, frozen=True, gc=False):  # frozen: usable as a default
-    internal: int = -1
-    external: int = 0
+    internal: I64 = -1
+    external: I64 = 0
 
 
 class DispatchInfo(msgspec.Struct, frozen=True, gc=False):  # frozen: usable as a default
     agent_id: Handle = Handle()
     queue_id: Handle = Handle()
-    kernel_id: int = -1
+    kernel_id: I64 = -1
     workgroup_size: Dim3 = Dim3()
     grid_size: Dim3 = Dim3()
 
 
 class KernelDispatch(_S):
-    kind: int
-    start_timestamp: int
-    end_timestamp: int
+    kind: I64
+    start_timestamp: I64
+    end_timestamp: I64
     dispatch_info: DispatchInfo
-    operation: int = -1
-    thread_id: int = -1
+    operation: I64 = -1
+    thread_id: I64 = -1
     correlation_id: Corr = Corr()
     stream_id: Union[Handle, None] = None
 
 
 class MemoryCopy(_S):
-    kind: int
-    start_timestamp: int
-    end_timestamp: int
-    operation: int = -1
-    thread_id: int = -1
+    kind: I64
+    start_timestamp: I64
+    end_timestamp: I64
+    operation: I64 = -1
+    thread_id: I64 = -1
     correlation_id: Corr = Corr()
     src_agent_id: Handle = Handle(-1)
     dst_agent_id: Handle = Handle(-1)
-    bytes: int = -1
+    bytes: I64 = -1
     stream_id: Union[Handle, None] = None
 
 
 class ApiRecord(_S):
-    kind: int
-    start_timestamp: int
-    end_timestamp: int
-    operation: int = -1
-    thread_id: int = -1
+    kind: I64
+    start_timestamp: I64
+    end_timestamp: I64
+    operation: I64 = -1
+    thread_id: I64 = -1
     correlation_id: Corr = Corr()
 
 
@@ -100,7 +105,7 @@ class NameInfo(_S):
 
 
 class MarkerMessage(_S):
-    key: int
+    key: I64
     value: str = ""
 
 
@@ -111,18 +116,18 @@ class Strings(_S):
 
 
 class KernelSymbol(_S):
-    kernel_id: int
+    kernel_id: I64
     kernel_name: str = ""
     formatted_kernel_name: str = ""
 
 
 class Agent(_S):
     id: Handle
-    type: int = 0
+    type: I64 = 0
     name: str = ""
     product_name: str = ""
-    cu_count: int = 0
-    node_id: int = -1
+    cu_count: I64 = 0
+    node_id: I64 = -1
 
 
 class Node(_S):
@@ -133,9 +138,9 @@ class Node(_S):
 
 
 class Metadata(_S):
-    pid: int = -1
-    init_time: int = -1
-    fini_time: int = -1
+    pid: I64 = -1
+    init_time: I64 = -1
+    fini_time: I64 = -1
     command: list[str] = []
     node: Union[Node, None] = None
 
@@ -251,7 +256,7 @@ def _process(path: str, proc: Process) -> Trace:
                           external_id=_ext(br.hip_api)))
     if br.marker_api:
         msgs = proc.strings.marker_api
-        text = ({int(k): v for k, v in msgs.items()} if isinstance(msgs, dict)
+        text = ({int(k): v for k, v in msgs.items() if k.strip().lstrip("-").isdigit()} if isinstance(msgs, dict)
                 else {m.key: m.value for m in msgs})
         mk = br.marker_api
         parts.append(part("annotation",
