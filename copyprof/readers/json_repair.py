@@ -23,69 +23,78 @@ if TYPE_CHECKING:
 _CANDIDATE_CUT = re.compile(rb"\}\s*,\s*\{")
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 FAILED = object()  # PieceMerger.settle / repair: the chunk did not decode (yet)
-MAX_EXCISIONS = 4096  # damaged events cut out of one chunk before it counts as undecodable
+MAX_EXCISIONS = 16  # broken spans cut out of one chunk; past that the chunk's rest is dropped
+_MAX_BACKTRACK = 8  # candidate cuts tried to the left of an error for the end of the last whole event
 _WHOLE_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])  # checks JSON syntax without building objects
-_MAX_BACKTRACK = 32  # candidate cuts tried to the left of an error for a prefix of whole events
 
 
-def _excise(data: bytes, exc: Exception) -> tuple[bytes, int, int] | None:
-    """``data`` ("[" + events + "]") without the event the decode error is in: (data, at, bytes cut).
-
-    The kept prefix ends at the last candidate cut before the error whose prefix is whole
-    events (checked: a cut inside the broken event is passed over); the kept rest starts at
-    the first candidate cut after the error. None when the error is not before the last
-    candidate cut (then it is the end of the chunk that is incomplete: a false cut, or a
-    cut-off document, which merging handles) or no whole-event prefix is found nearby.
-    """
+def _error_at(exc: Exception) -> int | None:
+    """Where the decoder stopped; None for "Input data was truncated" (the end is incomplete)."""
     m = _BYTE_POS.search(str(exc))
-    if m is None:  # "Input data was truncated": the end is incomplete
-        return None
-    err = int(m.group(1))
-    before: list[re.Match[bytes]] = []
-    after = None
-    for cut in _CANDIDATE_CUT.finditer(data):
-        if cut.end() - 1 <= err:  # the event starting here begins at or before the error
-            before.append(cut)
-            del before[:-_MAX_BACKTRACK]
-        elif cut.start() >= err:
-            after = cut
-            break
-    if after is None:
-        return None
-    hi = after.end() - 1  # the '{' of the first event after the damage
-    for cut in reversed(before):
-        lo = cut.start() + 1  # keep the '}' that ends the last good event
+    return int(m.group(1)) if m else None
+
+
+def _boundary_before(data: bytes, err: int, known: int) -> int:
+    """End (exclusive) of the last whole event before ``err``, at or after ``known``.
+
+    ``known`` is a true boundary (the chunk start, or the end of a kept event). A candidate cut
+    between it and the error is true when the text from ``known`` to it is whole events: a cut
+    inside the broken event (a nested ``}, {``) fails that check and is passed over. Each
+    check reads only from ``known``, so cutting out many spans stays linear in the chunk.
+    """
+    cuts = [m.start() for m in _CANDIDATE_CUT.finditer(data, known, err)]
+    for cut in reversed(cuts[-_MAX_BACKTRACK:]):
+        body = data[known:cut + 1].lstrip(b", \t\r\n")
         try:
-            _WHOLE_EVENTS.decode(data[:lo] + b"]")
+            _WHOLE_EVENTS.decode(b"[" + body + b"]")
         except (msgspec.DecodeError, msgspec.ValidationError):
-            continue  # this cut is inside the broken event (or an earlier one): look further left
-        return data[:lo] + b"," + data[hi:], lo, hi - lo
-    if len(before) < _MAX_BACKTRACK:  # the damage is in the first event
-        return data[:1] + data[hi:], 1, hi - 1
-    return None
+            continue
+        return cut + 1
+    return known
 
 
 def repair(data: bytes, exc: Exception, offset: int, decode_chunk: Callable[[bytes], Any],
-           state: StreamState) -> Any:
-    """Decode ``data`` with its damaged events cut out, or return FAILED (nothing recorded).
+           state: StreamState, final: bool = False) -> Any:
+    """Decode ``data`` ("[" + events + "]") with its broken events cut out, or return FAILED.
 
-    ``offset`` is the document offset of ``data[1]``. Cut-out ranges go to ``state.skipped``
-    only when the chunk then decodes.
+    An error before the chunk's last candidate cut is damage: the span from the end of the
+    last whole event before it to the next candidate cut after it is removed and the chunk
+    decoded again (at most MAX_EXCISIONS times; then the events before the current error are
+    kept and the rest of the chunk is dropped). An error in the last event means the chunk's
+    end is incomplete (a false cut), which merging with the next piece handles: FAILED;
+    unless ``final`` (no more text will come), when the whole events before it are kept.
+    ``offset`` is the document offset of ``data[1]``; the removed ranges go to
+    ``state.skipped`` only when something is returned.
     """
     removed: list[tuple[int, int]] = []
-    shift = 0
-    for _ in range(MAX_EXCISIONS):
-        cut = _excise(data, exc)
-        if cut is None:
-            return FAILED
-        data, at, n = cut
-        removed.append((offset + at - 1 + shift, n))
-        shift += n - (1 if at > 1 else 0)  # a ',' is put back between the events kept on either side
+    shift = 0  # bytes removed so far, all to the left of the current error
+    known = 1
+    for attempt in range(MAX_EXCISIONS + 1):
+        err = _error_at(exc)
+        after = _CANDIDATE_CUT.search(data, err) if err is not None else None
+        if after is None or attempt == MAX_EXCISIONS:  # keep the whole events before the error, drop the rest
+            if not final and attempt < MAX_EXCISIONS:
+                return FAILED
+            lo = _boundary_before(data, len(data) - 1 if err is None else err, known)
+            if lo <= 1:
+                return FAILED
+            removed.append((offset + lo - 1 + shift, len(data) - 1 - lo))
+            data = data[:lo] + b"]"
+        else:
+            lo = _boundary_before(data, err, known)
+            hi = after.end() - 1  # the '{' of the first event after the damage
+            removed.append((offset + lo - 1 + shift, hi - lo))
+            glue = b"," if lo > 1 else b""
+            data = data[:lo] + glue + data[hi:]
+            shift += hi - lo - len(glue)
+            known = lo
         try:
             result = decode_chunk(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as err:
-            exc = err
+        except (msgspec.DecodeError, msgspec.ValidationError) as again:
+            if after is None or attempt == MAX_EXCISIONS:
+                return FAILED
+            exc = again
             continue
-        state.skipped.extend(removed)
+        state.skipped.extend(r for r in removed if r[1] > 0)
         return result
     return FAILED

@@ -91,6 +91,7 @@ class PieceMerger:
         self.state = state
         self.carry: bytearray | None = None
         self.carry_offset = 0
+        self.repair_tried = 0  # size of the chunk json_repair last failed on (0: none since the last accept)
 
     def accepted(self, piece: Piece) -> None:
         self.state.consumed = piece.offset + len(piece.data) - 2
@@ -114,12 +115,18 @@ class PieceMerger:
         try:
             result = decoded()
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            start = self.carry_offset if self.carry is not None else piece.offset
-            result = repair(bytes(piece.data) if data is None else data, exc, start, self.decode_chunk, self.state)
+            result = FAILED
+            size = len(piece.data) + (len(self.carry) if self.carry is not None else 0)
+            if size >= 2 * self.repair_tried:  # a chunk repair gave up on is retried once it has doubled
+                start = self.carry_offset if self.carry is not None else piece.offset
+                chunk = bytes(piece.data) if data is None else data
+                result = repair(chunk, exc, start, self.decode_chunk, self.state)
             if result is FAILED:
+                self.repair_tried = max(self.repair_tried, size)
                 self.failed(piece, exc)
                 return FAILED
         self.carry = None
+        self.repair_tried = 0
         self.accepted(piece)
         return result
 
@@ -307,6 +314,7 @@ def _finish(
     data = bytes(pending)
     del pending
     tries = 0
+    repaired = False
     pos = len(data)
     while tries < 64:
         pos = data.rfind(b"]", 0, pos)
@@ -321,7 +329,10 @@ def _finish(
         try:
             result = decode_chunk(b"[" + body + b"]") if body else None
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            result = repair(b"[" + body + b"]", exc, base, decode_chunk, state)
+            if repaired:  # cutting out damage is tried at the array's end once, not at every ']'
+                continue
+            repaired = True
+            result = repair(b"[" + body + b"]", exc, base, decode_chunk, state, final=True)
             if result is FAILED:
                 continue
         state.tail = tail_obj
@@ -365,16 +376,19 @@ def _parse_tail(tail: bytes, bare_list: bool) -> dict[str, Any] | None:
 
 
 def _salvage(data: bytes, base: int, decode_chunk: Callable[[bytes], Any], state: StreamState) -> Iterator[Any]:
-    cuts = [m.start() for m in _CANDIDATE_CUT.finditer(data)]
-    for cut in reversed(cuts[-256:]):  # from the end: the last cut may be false (inside the cut-off event)
-        chunk = b"[" + data[: cut + 1] + b"]"
-        try:
-            result = decode_chunk(chunk)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            result = repair(chunk, exc, base, decode_chunk, state)  # damage before this cut: cut it out
-            if result is FAILED:
-                continue
-        state.consumed = base + cut + 1
-        yield result
-        return
+    """The whole events of the text after the last accepted piece, when the array has no good end."""
+    last = None
+    for last in _CANDIDATE_CUT.finditer(data):
+        pass
     state.consumed = base
+    if last is None:
+        return
+    chunk = b"[" + data[: last.start() + 1] + b"]"  # the last cut may be false (inside the cut-off event)
+    try:
+        result = decode_chunk(chunk)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        result = repair(chunk, exc, base, decode_chunk, state, final=True)  # keeps the whole events before damage
+        if result is FAILED:
+            return
+    state.consumed = base + last.start() + 1
+    yield result
