@@ -65,12 +65,16 @@ def build_inputs(src: Path, mb: float, rank_mb: float, ranks: int, tag: str) -> 
 
 
 def ensure_hta() -> dict[str, str]:
-    py = HTA_VENV / "bin" / "python"
-    if not py.exists():
+    """HTA's python: $COPYPROF_BENCH_HTA_PYTHON (an environment made elsewhere, e.g. offline),
+    else benchmarks/out/hta-venv, created with pip on first use."""
+    py = Path(os.environ.get("COPYPROF_BENCH_HTA_PYTHON") or HTA_VENV / "bin" / "python")
+    if "COPYPROF_BENCH_HTA_PYTHON" in os.environ:
+        pass
+    elif not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(HTA_VENV)], check=True)
     check = [str(py), "-c", "import importlib.metadata as m; print(m.version('HolisticTraceAnalysis'), m.version('pandas'))"]
     have = subprocess.run(check, capture_output=True, text=True).stdout.split()
-    if not have or have[0] != HTA_VERSION or not have[1].startswith("2."):
+    if "COPYPROF_BENCH_HTA_PYTHON" not in os.environ and (not have or have[0] != HTA_VERSION or not have[1].startswith("2.")):
         # pandas < 3: HTA 0.5.0's transform_correlation_to_index writes ids into an int16
         # column, which pandas 3 refuses (TypeError) on the H200 traces; pandas 2 upcasts.
         subprocess.run([str(py), "-m", "pip", "install", "-q", f"HolisticTraceAnalysis=={HTA_VERSION}", "pandas<3"],
@@ -240,7 +244,8 @@ def main() -> None:
 
     if not args.skip_hta:
         info["hta_env"] = ensure_hta()
-        run("hta_parse", mb_big, [str(HTA_VENV / "bin" / "python"), str(HERE / "parse_only.py"), "hta", str(big)],
+        hta_py = os.environ.get("COPYPROF_BENCH_HTA_PYTHON") or str(HTA_VENV / "bin" / "python")
+        run("hta_parse", mb_big, [hta_py, str(HERE / "parse_only.py"), "hta", str(big)],
             args.hta_repeat)
     run("copyprof_parse_j1", mb_big, [py, str(HERE / "parse_only.py"), "copyprof", str(big), "1"], args.repeat)
     run("copyprof_parse_j2", mb_big, [py, str(HERE / "parse_only.py"), "copyprof", str(big), "2"], args.repeat)
