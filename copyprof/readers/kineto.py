@@ -233,7 +233,7 @@ def _meta(path: str, header: dict[str, Any], cols: _Accumulator) -> TraceMeta:
         flavour = f"{flavour} (no GPU events)"
     meta = TraceMeta(path=path, format="kineto", flavour=flavour)
     dist = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
-    rank = dist.get("rank") if isinstance(dist.get("rank"), int) else None
+    rank = dist.get("rank") if type(dist.get("rank")) is int and 0 <= dist["rank"] < 2**31 else None  # int32 column
     if rank is None:
         m = _RANK_IN_NAME.search(os.path.basename(path))
         rank = int(m.group(1)) if m else 0

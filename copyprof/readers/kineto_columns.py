@@ -205,10 +205,11 @@ def to_int(values: list[Any] | tuple[Any, ...], default: int = -1) -> np.ndarray
 _INT64_LIMIT = 2.0**63
 
 
-def _fits_int64(f: np.ndarray) -> np.ndarray:
-    """Finite values that an int64 holds (casting others gives garbage and a RuntimeWarning)."""
+def _fits_int64(f: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """Finite values that an int64 holds once multiplied by ``scale`` (casting others gives
+    garbage and a RuntimeWarning; the test divides the limit, as multiplying 1e308 overflows)."""
     with np.errstate(invalid="ignore"):
-        return np.isfinite(f) & (np.abs(f) < _INT64_LIMIT)
+        return np.isfinite(f) & (np.abs(f) < _INT64_LIMIT / scale)
 
 
 def _tid(values: list[Any]) -> np.ndarray:
@@ -311,9 +312,9 @@ def columnize(events: list[Any]) -> ChunkResult:
 
     ts_f = to_float(list(compress(ts, keep)))
     dur_f = to_float(list(compress(dur, keep)))
-    good = _fits_int64(ts_f * 1000.0)  # a timestamp whose ns do not fit int64 is as unreadable as NaN
+    good = _fits_int64(ts_f, 1000.0)  # a timestamp whose ns do not fit int64 is as unreadable as NaN
     res.bad = int((~good).sum())
-    dur_f[~_fits_int64(dur_f * 1000.0) | (dur_f < 0)] = 0.0
+    dur_f[~_fits_int64(dur_f, 1000.0) | (dur_f < 0)] = 0.0
     pid_i = to_int(list(compress(pid, keep)))
     tid_i = _tid(list(compress(tid, keep)))
     kept_args = list(compress(args, keep))
