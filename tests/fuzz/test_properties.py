@@ -4,7 +4,8 @@ For each format, hypothesis writes small files whose fields take values of the w
 huge or negative numbers, NaN, empty strings and non-UTF-8 bytes, with events duplicated and
 out of order; then the reader, ``summarize`` and ``analyze_run`` run in this process. Expected:
 
-* the only exception is CopyprofError (one line);
+* the only exception is CopyprofError (one line), and no numpy RuntimeWarning is raised (it
+  means garbage values, and the CLI would print it on stderr);
 * a returned table keeps the event-table contract (events.py): every column present with its
   dtype, durations >= 0, ``bytes_src`` "none" exactly where bytes is unknown;
 * where the input is well formed, nothing is lost: every event is a row, order does not
@@ -44,12 +45,15 @@ from copyprof.readers.rocprof_v1 import read_rocprof_v1_csv
 from copyprof.readers.rocprofv3_csv import read_rocprofv3_csv
 from tests.fuzz.seeds import DATA
 
+# A numpy RuntimeWarning (overflow, invalid cast) means garbage values, and the CLI would print it.
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 NON_UTF8 = "\udcff\udcfe"  # written with surrogateescape: raw 0xff 0xfe bytes in the file
 
 weird_int = st.one_of(st.integers(-(2**70), 2**70), st.sampled_from([0, -1, 2**63 - 1, 2**63, -(2**63)]))
-weird_float = st.floats(allow_nan=True, allow_infinity=True)
+weird_float = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                        st.sampled_from([1e308, -1e308, 1e19, 9.3e15, -0.0]))  # ns beyond int64 once x1000
 weird_text = st.one_of(st.text(max_size=12), st.sampled_from(["", "nan", "12", "1e400", "../../evil", NON_UTF8]))
 weird = st.one_of(st.none(), st.booleans(), weird_int, weird_float, weird_text, st.lists(weird_int, max_size=4))
 
@@ -122,10 +126,12 @@ def _write_json(path: Path, doc: Any) -> str:
 
 @SETTINGS
 @given(events=st.lists(kineto_event, max_size=30), header=st.dictionaries(st.sampled_from(
-    ["deviceProperties", "distributedInfo", "traceName", "cupti_version", "roctracer_version"]), weird, max_size=3))
+    ["deviceProperties", "distributedInfo", "traceName", "cupti_version", "roctracer_version"]), weird, max_size=3),
+    rank=weird)
 @bounded
-def test_kineto_any_events(tmp_path: Path, events: list[dict], header: dict) -> None:
+def test_kineto_any_events(tmp_path: Path, events: list[dict], header: dict, rank: Any) -> None:
     tmp_path = fresh(tmp_path)
+    header.setdefault("distributedInfo", {"rank": rank, "world_size": 8})
     path = _write_json(tmp_path / "t.json", {**header, "traceEvents": events})
     read_all(read_kineto, path, path)
 
