@@ -136,7 +136,10 @@ def _record_failure(run_dir: Path, why: str, stage: str, server: ServerProcess |
         except CopyprofError as exc:
             problems.append(str(exc))
         fields["files"] = _rel_files(run_dir)
-        fields["usable"] = describe_usable(run_dir, trace_dir)
+        try:
+            fields["usable"] = describe_usable(run_dir, trace_dir)
+        except OSError as exc:  # an unreadable trace folder must not hide the failure being recorded
+            problems.append(f"could not list what is usable: {exc}")
         if pressed := (server.hurries if server is not None else len(presses)):
             problems.append(f"Ctrl-C pressed {pressed} more time(s) during cleanup: the server stop was hurried")
         if problems:
