@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import resource
 import signal
 import subprocess
 import sys
@@ -31,10 +30,11 @@ from pathlib import Path
 import pytest
 
 from copyprof.capture.rundir import read_run_json
+from tests import test_run_e2e_vllm_cpu as e2e
 from tests.test_run_fake_server import write_fake_vllm
 
 REPO = Path(__file__).resolve().parents[1]
-CPU_VENV = Path(os.environ.get("VLLM_CPU_VENV", REPO / ".venv-vllm-cpu"))
+vllm_cpu_python = e2e.vllm_cpu_python  # the e2e test's session fixture: under CI it installs the venv
 
 _SERVER = r'''
 import gzip, json, os, resource, signal, subprocess, sys, threading, time
@@ -169,15 +169,15 @@ class Run:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_fake(tmp)), str(REPO)]), "CI": "1", "FAULT": fault}
         env.update({f"FAKE_{k.upper()}": str(v) for k, v in knobs.items()})
         self.out = out or tmp / "out"
-        cmd = [sys.executable, "-m", "copyprof", "run", "--model", "fake/model", "--tp", "1", "--concurrency", "3",
+        # With fsize, copyprof starts under RLIMIT_FSIZE through a tiny exec wrapper (no preexec_fn:
+        # it is not safe with threads in the parent); the fake server lifts the soft limit for itself.
+        wrapper = ("import os, resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), "
+                   "resource.RLIM_INFINITY)); os.execv(sys.executable, [sys.executable, '-m', 'copyprof', *sys.argv[2:]])")
+        limit = ["-c", wrapper, str(fsize)] if fsize else ["-m", "copyprof"]
+        cmd = [sys.executable, *limit, "run", "--model", "fake/model", "--tp", "1", "--concurrency", "3",
                "--prefix-len", "32", "--suffix-len", "8", "--steps", "5", "--decode-tokens", "60",
                "--out", str(self.out), "--boot-timeout", "60", "--timeout", "20", *extra]
-
-        def limit() -> None:  # copyprof's writes are limited; the fake lifts the soft limit for itself
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, resource.RLIM_INFINITY))
-
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
-                                     preexec_fn=limit if fsize else None)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
         self.lines: queue.Queue[str] = queue.Queue()
         self.err: list[str] = []
         self.pump = threading.Thread(target=self._pump, daemon=True)
@@ -360,19 +360,12 @@ def test_two_runs_into_the_same_out(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------ the real vllm-cpu server
-def _real_python() -> Path:
-    python = CPU_VENV / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"vllm-cpu venv not found at {CPU_VENV} (tests/vllm_cpu/setup_venv.sh makes it)")
-    return python
-
-
-def _real_run(tmp_path: Path) -> Run:
+def _real_run(tmp_path: Path, python: Path) -> Run:
     """A real capture with a long window (800 steps), so that a fault lands inside it."""
     run = Run.__new__(Run)
     run.out = tmp_path / "out"
     cmd = [sys.executable, "-m", "copyprof", "run", "--model", str(REPO / "tests" / "vllm_cpu" / "tiny-llama"),
-           "--dummy", "--python", str(_real_python()), "--tp", "1", "--concurrency", "4", "--prefix-len", "64",
+           "--dummy", "--python", str(python), "--tp", "1", "--concurrency", "4", "--prefix-len", "64",
            "--suffix-len", "16", "--steps", "800", "--decode-tokens", "1700", "--out", str(run.out), "--boot-timeout", "600", "--timeout", "300",
            "--", "--gpu-memory-utilization", "0.25"]
     run.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -384,10 +377,10 @@ def _real_run(tmp_path: Path) -> Run:
 
 
 @pytest.mark.slow
-def test_real_vllm_engine_killed_in_the_window(tmp_path: Path) -> None:
+def test_real_vllm_engine_killed_in_the_window(tmp_path: Path, vllm_cpu_python: Path) -> None:
     # SIGKILL vLLM's engine-core process (not the API server) in the profile window, as the OOM
     # killer would. The API server notices and the run fails; nothing of the group may remain.
-    run = _real_run(tmp_path)
+    run = _real_run(tmp_path, vllm_cpu_python)
     run.wait_stage("copyprof: profile window", timeout=700)
     time.sleep(1.0)
     pgid = read_run_json(run.run_dir())["server_pgid"]
@@ -405,8 +398,8 @@ def test_real_vllm_engine_killed_in_the_window(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_real_vllm_ctrl_c_in_the_window(tmp_path: Path) -> None:
-    run = _real_run(tmp_path)
+def test_real_vllm_ctrl_c_in_the_window(tmp_path: Path, vllm_cpu_python: Path) -> None:
+    run = _real_run(tmp_path, vllm_cpu_python)
     run.wait_stage("copyprof: profile window", timeout=700)
     time.sleep(1.0)
     run.proc.send_signal(signal.SIGINT)
