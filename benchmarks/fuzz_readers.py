@@ -85,13 +85,18 @@ def _table(results: list[Result], seeds: dict) -> list[str]:
     return lines
 
 
-def _details(results: list[Result], seeds: dict, elapsed: float, args: argparse.Namespace, restarts: int) -> list[str]:
-    ops = collections.Counter((r.job.fmt, r.job.op) for r in results)
-    per_seed = collections.Counter((r.job.fmt, r.seed_name) for r in results)
+def _checkout() -> str:
+    """The commit being fuzzed (taken at the start: others may commit while a run goes on)."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout
     dirty = subprocess.run(["git", "status", "--porcelain", "copyprof"], capture_output=True, text=True, cwd=REPO).stdout
-    out = [f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit.strip()}"
-           f"{' + uncommitted changes in copyprof/' if dirty.strip() else ''}, Python {platform.python_version()}, "
+    return f"commit {commit.strip()}" + (" + uncommitted changes in copyprof/" if dirty.strip() else "")
+
+
+def _details(results: list[Result], seeds: dict, elapsed: float, args: argparse.Namespace, restarts: int,
+             checkout: str) -> list[str]:
+    ops = collections.Counter((r.job.fmt, r.job.op) for r in results)
+    per_seed = collections.Counter((r.job.fmt, r.seed_name) for r in results)
+    out = [f"Run: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {checkout}, Python {platform.python_version()}, "
            f"{args.workers} workers on {platform.machine()}, {len(results):,} inputs in {elapsed / 60:.1f} min "
            f"(base seed {args.seed}; per-input timer {args.timeout:.0f} s, hard kill {args.hard_timeout:.0f} s, "
            f"address space {args.mem_gib} GiB; workers replaced after a death or kill: {restarts}).", "",
@@ -141,6 +146,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="copyprof-fuzz-"))
     if args.replay:
         return replay(args.replay, tmp / "seeds", args.save_failures)
+    checkout = _checkout()
     seeds = build_seeds(tmp / "seeds")
     jobs = make_jobs(seeds, args.per_format, args.seed, args.formats.split(","))
     pool = Pool(seeds, tmp / "work", workers=args.workers, timeout_s=args.timeout,
@@ -161,7 +167,7 @@ def main() -> int:
             print(f"{len(results):,}/{len(jobs):,} inputs, {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
     if sink:
         sink.close()
-    lines = _table(results, seeds) + [""] + _details(results, seeds, time.monotonic() - t0, args, pool.restarts)
+    lines = _table(results, seeds) + [""] + _details(results, seeds, time.monotonic() - t0, args, pool.restarts, checkout)
     print("\n".join(lines))
     if not args.no_write:
         write_md(lines)
