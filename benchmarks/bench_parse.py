@@ -216,6 +216,7 @@ def main() -> None:
                     help="before each run, wait up to this many seconds for other processes' CPU use to fall below 15%%")
     ap.add_argument("--tag", default="", help="suffix for the output files (results-TAG.json) and inputs")
     ap.add_argument("--no-tp8", action="store_true", help="skip the 8-rank directory")
+    ap.add_argument("--only", default="", help="run only the cases whose name matches this regex")
     args = ap.parse_args()
     QUIET["wait_s"] = args.quiet_wait
     src = args.source.resolve() if args.source else pick_source()
@@ -235,6 +236,8 @@ def main() -> None:
     cases: dict[str, dict[str, Any]] = {}
 
     def run(name: str, mb: float, cmd: list[str], n: int, before: Any = None) -> None:
+        if args.only and not re.search(args.only, name):
+            return
         r = repeat(n, cmd, env, before)
         r["mb"], r["mb_per_s"] = mb, mb / r["wall_s"]
         cases[name] = r
