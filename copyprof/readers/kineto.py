@@ -25,6 +25,7 @@ import pandas as pd
 
 from copyprof.errors import CopyprofError
 from copyprof.events import _INT_COLUMNS, BYTES_SOURCES, COLUMNS, KINDS, Trace, TraceMeta
+from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.json_stream import MalformedChunk, NotStreamable, StreamState, stream_event_chunks
 from copyprof.readers.kineto_columns import AUX_COLUMNS, ChunkResult, Event, columnize, convert_event, decode_columns, gc_paused
 from copyprof.readers.source import BlockStream, json_size, open_binary
@@ -191,7 +192,7 @@ def _decode_whole(path: str) -> tuple[dict[str, Any], list[Event]]:
     with open_binary(path) as fh:
         try:
             data = fh.read()
-        except (EOFError, OSError) as exc:
+        except DECOMPRESS_ERRORS as exc:  # isal's IsalError is not an OSError
             raise CopyprofError(f"compressed stream is damaged ({exc})", path=path) from exc
     try:
         doc = msgspec.json.decode(data)
