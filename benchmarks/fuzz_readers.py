@@ -58,7 +58,7 @@ def replay(key: str, seeds_root: Path, save: Path | None) -> int:
         source.BLOCK_SIZE = job.small_blocks
         if hasattr(source, "READ_SIZE"):
             source.READ_SIZE = job.small_blocks
-    ins, rep, detail, secs, rss = run_input(path, seed.model, 600.0)
+    ins, rep, detail, secs, rss, _ = run_input(path, seed.model, 600.0)
     print(f"{key}: seed {seed.name}, input {path}\n  inspect {ins}, report {rep} in {secs:.2f} s, "
           f"peak RSS {rss / 1024:.0f} MiB\n  {detail}")
     return 0 if ins not in FAILURES and rep not in FAILURES else 1
@@ -68,7 +68,7 @@ def _table(results: list[Result], seeds: dict) -> list[str]:
     by_fmt: dict[str, list[Result]] = collections.defaultdict(list)
     for r in results:
         by_fmt[r.job.fmt].append(r)
-    head = ["format", "inputs", *OUTCOMES[:4], "failures", "median ms", "slowest", "peak RSS"]
+    head = ["format", "inputs", *OUTCOMES[:4], "failures", "median ms", "slowest", "peak RSS", "most RSS added"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for fmt in FORMATS:
         rs = by_fmt.get(fmt, [])
@@ -77,11 +77,13 @@ def _table(results: list[Result], seeds: dict) -> list[str]:
         c = collections.Counter(r.outcome for r in rs)
         slow = max(rs, key=lambda r: r.secs)
         peak = max(rs, key=lambda r: r.rss_kb)
+        grew = max(rs, key=lambda r: r.rss_kb - r.base_kb)
         med = statistics.median(r.secs for r in rs) * 1000
         fails = sum(c[o] for o in FAILURES)
         lines.append(f"| {fmt} | {len(rs):,} | " + " | ".join(f"{c[o]:,}" for o in OUTCOMES[:4])
                      + f" | {fails} | {med:.0f} | {slow.secs:.2f} s (`{slow.job.key}`, {slow.seed_name}) "
-                     f"| {peak.rss_kb / 1024:.0f} MiB ({peak.seed_name}) |")
+                     f"| {peak.rss_kb / 1024:.0f} MiB | {(grew.rss_kb - grew.base_kb) / 1024:.0f} MiB "
+                     f"({grew.seed_name}) |")
     return lines
 
 

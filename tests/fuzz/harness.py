@@ -71,7 +71,8 @@ class Result:
     report: str
     detail: str
     secs: float
-    rss_kb: int
+    rss_kb: int  # the worker's peak RSS during this input (VmHWM after a reset at its start)
+    base_kb: int = 0  # the worker's RSS when the input started (imports, allocator-held memory)
 
     @property
     def outcome(self) -> str:
@@ -173,9 +174,10 @@ def run_cli(args: list[str]) -> tuple[str, str]:
     return "bad-error", f"exit {code}: {' | '.join(lines)[:300]}"
 
 
-def run_input(path: Path, model: str | None, timeout_s: float) -> tuple[str, str, str, float, int]:
-    """inspect then report on ``path`` under a SIGALRM timer; (inspect, report, detail, secs, peak kB)."""
+def run_input(path: Path, model: str | None, timeout_s: float) -> tuple[str, str, str, float, int, int]:
+    """inspect then report on ``path`` under a SIGALRM timer; (inspect, report, detail, secs, peak kB, start kB)."""
     _peak_reset()
+    base = _peak_kb()  # right after the reset the high-water mark is the current RSS
     t0 = time.perf_counter()
     results = {"inspect": "skipped", "report": "skipped"}
     detail = ""
@@ -193,7 +195,22 @@ def run_input(path: Path, model: str | None, timeout_s: float) -> tuple[str, str
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-    return results["inspect"], results["report"], detail, time.perf_counter() - t0, _peak_kb()
+    return results["inspect"], results["report"], detail, time.perf_counter() - t0, _peak_kb(), base
+
+
+def _warm_up() -> None:
+    """Import what the commands import lazily, so an input's time is its reading, not first imports."""
+    import copyprof.analysis.compare  # noqa: F401
+    import copyprof.analysis.report  # noqa: F401
+    import copyprof.readers.kineto  # noqa: F401
+    import copyprof.readers.nsys_sqlite  # noqa: F401
+    import copyprof.readers.rocpd  # noqa: F401
+    import copyprof.readers.rocprof_v1  # noqa: F401
+    import copyprof.readers.rocprofv3_json  # noqa: F401
+    import copyprof.render.report_text  # noqa: F401
+    from copyprof.cli.main import _register_commands
+
+    _register_commands()
 
 
 def _worker(conn: Connection, seeds: dict[str, list[Seed]], scratch: str, timeout_s: float, mem_bytes: int) -> None:
@@ -211,6 +228,7 @@ def _worker(conn: Connection, seeds: dict[str, list[Seed]], scratch: str, timeou
         resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
     from copyprof.readers import source
 
+    _warm_up()
     block, read = source.BLOCK_SIZE, getattr(source, "READ_SIZE", None)
     while True:
         job: Job | None = conn.recv()
@@ -227,12 +245,12 @@ def _worker(conn: Connection, seeds: dict[str, list[Seed]], scratch: str, timeou
             if read is not None:
                 source.READ_SIZE = job.small_blocks  # type: ignore[attr-defined]
         try:
-            ins, rep, detail, secs, rss = run_input(path, seed.model, timeout_s)
+            ins, rep, detail, secs, rss, base = run_input(path, seed.model, timeout_s)
         finally:
             source.BLOCK_SIZE = block
             if read is not None:
                 source.READ_SIZE = read  # type: ignore[attr-defined]
-        conn.send(Result(job, seed.name, ins, rep, detail, secs, rss))
+        conn.send(Result(job, seed.name, ins, rep, detail, secs, rss, base))
 
 
 def make_jobs(seeds: dict[str, list[Seed]], per_format: int, base_seed: int = 0,
