@@ -7,6 +7,11 @@ layout (vllm-and-kimi.md §4.3, §12.2). When the count is not the layer count w
 not attribute. Same-size copies right before an all-reduce kernel are eager all-reduce
 staging copies (custom all-reduce copies its input into the IPC buffer), not projections.
 Anchor kernels (taxonomy/anchors.py) between consecutive copies cross-check the kinds.
+
+Speed: the GPU ops of the counted steps are gathered once into numpy columns sorted by
+(step, start) (analysis/step_ops.py); the per-step work touches only each step's copies
+(about one per layer), never a per-step DataFrame, so a 2-million-event trace takes well
+under a second here.
 """
 from __future__ import annotations
 
@@ -15,11 +20,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from copyprof.analysis.steps import GPU_KINDS, Steps
-from copyprof.events import name_array
+from copyprof.analysis.step_ops import StepOps, step_ops
+from copyprof.analysis.steps import Steps
+from copyprof.events import BYTES_SOURCES
 from copyprof.models import ModelLayout
-from copyprof.taxonomy.anchors import anchor_kind, is_allreduce
-from copyprof.taxonomy.copies import bytes_match, copy_class, resolve_copy_bytes
+from copyprof.taxonomy.anchors import is_allreduce
+from copyprof.taxonomy.copies import bytes_match
 
 COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "layer", "next_kernel"]
 
@@ -36,66 +42,66 @@ class Census:
 
 def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, *,
                 cus: int | None = None, all_steps: bool = False) -> Census:
-    cls = copy_class(events)
-    events = resolve_copy_bytes(events, cls, cus=cus)
     table = steps.table if all_steps else steps.decode
-    counted = set(table["step"].tolist())
-    step_of = steps.step_of
-    on_dev = events["on_gpu"].to_numpy() & events["kind"].isin(GPU_KINDS).to_numpy()
-    if steps.device >= 0:
-        on_dev &= events["device"].to_numpy() == steps.device
-    in_steps = on_dev & np.isin(step_of, list(counted))
-    gpu = events[in_steps].assign(step=step_of[in_steps], cls=cls[in_steps].to_numpy())
-    gpu = gpu.sort_values(["step", "start_ns"], kind="stable")
-    gpu["gap_ns"] = _gap_after(gpu)
-    tokens = _tokens(table, gpu, layout)
-    rows, per_step, verdicts = [], [], []
-    for step_id, group in gpu.groupby("step", sort=False):
+    ops = step_ops(events, steps, table["step"].to_numpy(), cus)
+    tokens = _tokens(table, ops, layout)
+    step_ids, op_bounds, copy_bounds = ops.step_bounds()
+    sites_all: list[str] = []
+    layers_all: list[int] = []
+    c_bytes, c_src = ops.c_bytes.copy(), ops.c_src.copy()
+    pos = np.zeros(len(ops.c_pos), dtype=np.int64)
+    per_step, verdicts = [], []
+    for k, step_id in enumerate(step_ids.tolist()):
+        c0, c1 = int(copy_bounds[k]), int(copy_bounds[k + 1])
         n_tok = tokens.get(step_id)
-        sites, layers, verdict = _classify_step(group, layout, n_tok)
+        sites, layers, verdict = _classify_step(ops, c0, c1, int(op_bounds[k]), layout, n_tok)
         verdicts.append(verdict)
-        cp = group[group["cls"] == "d2d"].copy()
-        cp["site"], cp["layer"] = sites, layers
-        cp["next_kernel"] = _next_kernel_names(group, cp.index)
         if verdict.get("method") == "neighbours" and n_tok:
             # Attributed by place, not size: the layout says what they must be; say so.
-            implied = np.isin(np.asarray(sites), ["mla", "kda", "post-proj"]) & (cp["bytes"].to_numpy() < 0)
-            cp.loc[implied, "bytes"] = layout.post_proj_bytes(n_tok)
-            cp["bytes_src"] = cp["bytes_src"].astype(object).where(~implied, "layout")
-        cp["pos"] = np.arange(len(cp))
-        rows.append(cp)
-        per_step.append(_step_figures(step_id, n_tok, cp))
-    copies = pd.concat(rows)[COPY_COLUMNS] if rows else pd.DataFrame(columns=COPY_COLUMNS)
+            implied = np.isin(np.asarray(sites, dtype=object), ["mla", "kda", "post-proj"]) & (c_bytes[c0:c1] < 0)
+            c_bytes[c0:c1][implied] = layout.post_proj_bytes(n_tok)
+            c_src[c0:c1][implied] = "layout"
+        pos[c0:c1] = np.arange(c1 - c0)
+        sites_all += sites
+        layers_all += layers
+        per_step.append(_step_figures(step_id, n_tok, np.asarray(sites, dtype=object),
+                                      ops.dur[ops.c_pos[c0:c1]], ops.gap[ops.c_pos[c0:c1]]))
+    copies = _copies_frame(ops, pos, c_bytes, c_src, sites_all, layers_all)
     ps = pd.DataFrame(per_step)
     if not ps.empty:
         ps = ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left")
-    census = Census(copies=copies.reset_index(drop=True), per_step=ps)
+    census = Census(copies=copies, per_step=ps)
     census.attribution = _summarise_attribution(verdicts, layout)
     if layout is None:
         census.notes.append("attribution to MLA/KDA layers needs a model layout (--model)")
-        hint = _layout_hint(copies, len(counted))
+        hint = _layout_hint(copies, len(table))
         if hint:
             census.notes.append(hint)
     return census
 
 
-def _gap_after(gpu: pd.DataFrame) -> np.ndarray:
-    """Idle time after each GPU op until the next op of the same step starts (>= 0)."""
-    start = gpu["start_ns"].to_numpy()
-    end = start + gpu["dur_ns"].to_numpy()
-    step = gpu["step"].to_numpy()
-    nxt = np.append(start[1:], -1)
-    same = np.append(step[1:] == step[:-1], False)
-    return np.where(same, np.maximum(nxt - end, 0), 0)
+def _copies_frame(ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray,
+                  sites: list[str], layers: list[int]) -> pd.DataFrame:
+    at = ops.c_pos
+    frame = pd.DataFrame({
+        "step": ops.step[at], "pos": pos,
+        "name": pd.Categorical.from_codes(ops.codes[at], categories=ops.categories) if len(ops.categories)
+        else pd.Categorical([""] * len(at)),
+        "bytes": nbytes, "bytes_src": pd.Categorical(src, categories=BYTES_SOURCES),
+        "start_ns": ops.start[at], "dur_ns": ops.dur[at], "gap_ns": ops.gap[at],
+        "site": np.asarray(sites, dtype=object), "layer": np.asarray(layers, dtype=np.int64),
+        "next_kernel": ops.c_next,
+    })
+    return frame[COPY_COLUMNS]
 
 
-def _tokens(table: pd.DataFrame, gpu: pd.DataFrame, layout: ModelLayout | None) -> dict[int, int | None]:
+def _tokens(table: pd.DataFrame, ops: StepOps, layout: ModelLayout | None) -> dict[int, int | None]:
     out: dict[int, int | None] = {}
     for step_id, tok in zip(table["step"], table["tokens"]):
         out[int(step_id)] = None if pd.isna(tok) else int(tok)
     if layout is None or all(v is not None for v in out.values()):
         return out
-    inferred = _infer_tokens(gpu[gpu["cls"] == "d2d"], layout)
+    inferred = _infer_tokens(pd.DataFrame({"bytes": ops.c_bytes, "bytes_src": ops.c_src}), layout)
     return {k: (v if v is not None else inferred) for k, v in out.items()}
 
 
@@ -123,9 +129,10 @@ def _infer_tokens(copies: pd.DataFrame, layout: ModelLayout) -> int | None:
     return None
 
 
-def _classify_step(group: pd.DataFrame, layout: ModelLayout | None, n_tok: int | None) -> tuple[list[str], list[int], dict]:
-    copies = group[group["cls"] == "d2d"]
-    n = len(copies)
+def _classify_step(ops: StepOps, c0: int, c1: int, op0: int, layout: ModelLayout | None,
+                   n_tok: int | None) -> tuple[list[str], list[int], dict]:
+    """Sites and layers of one step's copies (``c0:c1`` of the census's copy columns)."""
+    n = c1 - c0
     sites = ["other"] * n
     layers = [-1] * n
     verdict: dict[str, object] = {"status": "no-layout"}
@@ -133,17 +140,15 @@ def _classify_step(group: pd.DataFrame, layout: ModelLayout | None, n_tok: int |
         if layout is not None:
             verdict = {"status": "no-tokens"}
         return sites, layers, verdict
-    target = layout.post_proj_bytes(n_tok)
-    match = bytes_match(copies["bytes"].to_numpy(), copies["bytes_src"].astype(str).to_numpy(), target)
-    nxt_kernel = _next_kernel_names(group, copies.index)
+    nbytes = ops.c_bytes[c0:c1]
+    nxt_kernel = ops.c_next[c0:c1]
+    match = bytes_match(nbytes, ops.c_src[c0:c1], layout.post_proj_bytes(n_tok))
     method = "size"
-    if not match.any() and (copies["bytes"].to_numpy() < 0).any():
-        match = _match_by_neighbours(group, copies, layout.layers, nxt_kernel)
+    if not match.any() and (nbytes < 0).any():
+        match = _match_by_neighbours(nbytes < 0, nxt_kernel, ops.c_prev[c0:c1], layout.layers)
         method = "neighbours"
     post_idx = []
-    for i in range(n):
-        if not match[i]:
-            continue
+    for i in np.flatnonzero(match).tolist():
         if is_allreduce(nxt_kernel[i]):
             sites[i] = "allreduce-staging"
         else:
@@ -153,7 +158,7 @@ def _classify_step(group: pd.DataFrame, layout: ModelLayout | None, n_tok: int |
             sites[i] = "post-proj"
         return sites, layers, {"status": "count-mismatch", "found": len(post_idx), "expected": layout.layers,
                                "method": method}
-    anchors = _anchor_kinds(group, copies, post_idx)
+    anchors = ops.anchor_windows(op0, ops.c_pos[c0:c1][post_idx])
     agree = checked = 0
     for k, i in enumerate(post_idx):
         kind = layout.layer_kinds[k]
@@ -169,69 +174,30 @@ def _classify_step(group: pd.DataFrame, layout: ModelLayout | None, n_tok: int |
     return sites, layers, {"status": "ok", "checked": checked, "agree": agree, "method": method}
 
 
-def _match_by_neighbours(group: pd.DataFrame, copies: pd.DataFrame, layers: int, nxt: list[str]) -> np.ndarray:
+def _match_by_neighbours(unknown: np.ndarray, nxt: np.ndarray, prv: np.ndarray, layers: int) -> np.ndarray:
     """Size-less copies (graph-replayed rocclr blits in Kineto carry neither bytes nor grid):
     the post-projection copies are the one group of copies that share a neighbour kernel
     (next kernel, else previous kernel) and number exactly one per layer. In Kimi-K3 the copy
     is followed by the pre-MLP `_attn_res_kernel` in every layer; in Kimi-Linear by the
     post-attention norm; a KDA placement copy has other neighbours."""
-    unknown = copies["bytes"].to_numpy() < 0
-    prv = _prev_kernel_names(group, copies.index)
-    for keys in (nxt, prv, [f"{a}|{b}" for a, b in zip(prv, nxt)]):
+    pairs = np.array([f"{a}|{b}" for a, b in zip(prv.tolist(), nxt.tolist())], dtype=object)
+    for keys in (nxt, prv, pairs):
         counts: dict[str, int] = {}
-        for k, u in zip(keys, unknown):
-            if u:
-                counts[k] = counts.get(k, 0) + 1
+        for key in keys[unknown].tolist():
+            counts[key] = counts.get(key, 0) + 1
         hits = [k for k, c in counts.items() if c == layers and k not in ("", "|")]
         if len(hits) == 1:
-            return unknown & (np.array(keys, dtype=object) == hits[0])
-    return np.zeros(len(copies), dtype=bool)
+            return unknown & (keys == hits[0])
+    return np.zeros(len(unknown), dtype=bool)
 
 
-def _neighbour_kernel_names(group: pd.DataFrame, copy_index: pd.Index, step: int) -> list[str]:
-    """Name of the nearest kernel after (step=1) or before (step=-1) each copy in the step."""
-    names = name_array(group)
-    kinds = group["kind"].to_numpy()
-    pos = {idx: i for i, idx in enumerate(group.index)}
-    out = []
-    for idx in copy_index:
-        j = pos[idx] + step
-        while 0 <= j < len(names) and kinds[j] != "kernel":
-            j += step
-        out.append(names[j] if 0 <= j < len(names) else "")
-    return out
-
-
-def _prev_kernel_names(group: pd.DataFrame, copy_index: pd.Index) -> list[str]:
-    return _neighbour_kernel_names(group, copy_index, -1)
-
-
-def _next_kernel_names(group: pd.DataFrame, copy_index: pd.Index) -> list[str]:
-    return _neighbour_kernel_names(group, copy_index, 1)
-
-
-def _anchor_kinds(group: pd.DataFrame, copies: pd.DataFrame, post_idx: list[int]) -> list[str]:
-    """Anchor kind ('mla'/'kda'/'' or 'both') in the window before each post-proj copy."""
-    names = name_array(group)
-    pos = {idx: i for i, idx in enumerate(group.index)}
-    bounds = [pos[copies.index[i]] for i in post_idx]
-    out, prev = [], -1
-    for b in bounds:
-        kinds = {anchor_kind(n) for n in names[prev + 1 : b]} - {""}
-        out.append("both" if len(kinds) > 1 else (kinds.pop() if kinds else ""))
-        prev = b
-    return out
-
-
-def _step_figures(step_id: int, n_tok: int | None, cp: pd.DataFrame) -> dict[str, object]:
+def _step_figures(step_id: int, n_tok: int | None, site: np.ndarray, dur: np.ndarray, gap: np.ndarray) -> dict[str, object]:
     def ms(mask: np.ndarray) -> float:
-        return float(cp["dur_ns"].to_numpy()[mask].sum()) / 1e6
+        return float(dur[mask].sum()) / 1e6
 
-    site = cp["site"].to_numpy()
     is_post = np.isin(site, ["mla", "kda"])
-    gap = cp["gap_ns"].to_numpy()
     return {
-        "step": step_id, "tokens": n_tok, "copies": len(cp), "other": int((~is_post).sum()),
+        "step": step_id, "tokens": n_tok, "copies": len(site), "other": int((~is_post).sum()),
         "post_mla": int((site == "mla").sum()), "post_kda": int((site == "kda").sum()),
         "post_total": int(is_post.sum()), "unattributed": int((site == "post-proj").sum()),
         "post_mla_ms": ms(site == "mla"), "post_kda_ms": ms(site == "kda"), "post_total_ms": ms(is_post),

@@ -84,12 +84,20 @@ def kernel_copy_class(name: str) -> str:
     return ""
 
 
+def _class_by_name(events: pd.DataFrame) -> np.ndarray:
+    names = events["name"].cat.categories
+    return np.array([kernel_copy_class(n) for n in names], dtype=object)
+
+
+def _by_code(events: pd.DataFrame, per_name: np.ndarray, missing: object) -> np.ndarray:
+    """A per-name value for every event, through the Categorical's codes (no string per event)."""
+    codes = events["name"].cat.codes.to_numpy()
+    return per_name[codes] if len(per_name) else np.full(len(events), missing, dtype=per_name.dtype)
+
+
 def copy_class(events: pd.DataFrame) -> pd.Series:
     """Copy class of every event (see module docstring), as a string Series."""
-    names = events["name"].cat.categories
-    by_name = np.array([kernel_copy_class(n) for n in names], dtype=object)
-    codes = events["name"].cat.codes.to_numpy()
-    kernel_cls = by_name[codes] if len(names) else np.full(len(events), "", dtype=object)
+    kernel_cls = _by_code(events, _class_by_name(events), "")
     kind = events["kind"].to_numpy()
     out = np.where(kind == "kernel", kernel_cls, "")
     is_memcpy = kind == "memcpy"
@@ -100,37 +108,67 @@ def copy_class(events: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=events.index, dtype=object)
 
 
-def resolve_copy_bytes(events: pd.DataFrame, copy_cls: pd.Series, cus: int | None = None) -> pd.DataFrame:
-    """Fill ``bytes`` of copies that lack them: correlated runtime call, else launch geometry.
+def d2d_mask(events: pd.DataFrame) -> np.ndarray:
+    """``copy_class(events) == "d2d"`` without building a string per event (the census's filter)."""
+    kernel_d2d = _by_code(events, _class_by_name(events) == "d2d", False)
+    kernel = (events["kind"] == "kernel").to_numpy()
+    memcpy = (events["kind"] == "memcpy").to_numpy()
+    return (kernel & kernel_d2d) | (memcpy & events["copy_dir"].isin(D2D_DIRECTIONS).to_numpy())
 
-    Returns a new frame; ``bytes_src`` says which source gave each value. Geometry:
+
+def resolve_copy_bytes(events: pd.DataFrame, copy_cls: pd.Series, cus: int | None = None) -> pd.DataFrame:
+    """A copy of ``events`` whose d2d copies' ``bytes``/``bytes_src`` are resolved (see
+    :func:`resolve_bytes_at`)."""
+    ev = events.copy()
+    rows = np.flatnonzero((copy_cls == "d2d").to_numpy())
+    nbytes, src = resolve_bytes_at(ev, rows, cus)
+    all_bytes = ev["bytes"].to_numpy().copy()
+    all_src = ev["bytes_src"].astype(object).to_numpy(copy=True)
+    all_bytes[rows], all_src[rows] = nbytes, src
+    ev["bytes"] = all_bytes
+    ev["bytes_src"] = pd.Categorical(all_src, categories=BYTES_SOURCES)
+    return ev
+
+
+def resolve_bytes_at(events: pd.DataFrame, rows: np.ndarray, cus: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes (int64) and their source (object array) of the copies at positional ``rows``,
+    filling those the trace left unknown: correlated runtime call, else launch geometry.
+
+    Only the given rows are touched, so the census never copies a multi-million-row table.
+    Geometry:
     - ``memcpy\\d*_post`` (CUDA): bytes = grid.x * block.x * 4 (measured on H200 with block 256).
     - ``__amd_rocclr_copyBuffer``: grid work-items = alignUp(min(CUs*512, ceil(bytes/16)), 512)
       for 16-B aligned copies (workgroup 512; 4-B elements with workgroup 1024). Only an
       upper bound is known (bytes in (bound - 512*elem, bound]); marked ``grid-bound``. When
       the grid is saturated (CUs*512 work-items) the size is unknown and stays -1.
     """
-    ev = events.copy()
-    need = (copy_cls == "d2d").to_numpy() & (ev["bytes"].to_numpy() < 0)
+    nbytes = events["bytes"].to_numpy()[rows].astype(np.int64)
+    src_col = events["bytes_src"]
+    if isinstance(src_col.dtype, pd.CategoricalDtype):  # through the codes: no string per event
+        src = src_col.cat.categories.to_numpy(dtype=object)[src_col.cat.codes.to_numpy()[rows]]
+    else:
+        src = src_col.to_numpy(dtype=object)[rows]
+    need = nbytes < 0
     if not need.any():
-        return ev
-    src = ev["bytes_src"].astype(object).to_numpy(copy=True)
-    nbytes = ev["bytes"].to_numpy().copy()
-    # 1) the runtime call with the same correlation id (hipMemcpyAsync rows carry bytes/size).
-    rt = ev[(ev["kind"] == "runtime") & (ev["bytes"] >= 0) & (ev["correlation"] >= 0)]
+        return nbytes, src
+    # 1) the runtime call with the same correlation id (hipMemcpyAsync rows carry bytes/size);
+    #    the first such call wins when an id repeats.
+    corr = events["correlation"].to_numpy()
+    all_bytes = events["bytes"].to_numpy()
+    rt = np.flatnonzero((events["kind"] == "runtime").to_numpy() & (all_bytes >= 0) & (corr >= 0))
     if len(rt):
-        corr_bytes = rt.drop_duplicates("correlation").set_index("correlation")["bytes"]
-        looked = ev["correlation"].map(corr_bytes).to_numpy()
-        take = need & ~np.isnan(looked.astype(float))
-        nbytes[take] = looked[take].astype(np.int64)
+        keys, first = np.unique(corr[rt], return_index=True)
+        looked = corr[rows]
+        at = np.clip(np.searchsorted(keys, looked), 0, len(keys) - 1)
+        take = need & (keys[at] == looked)
+        nbytes[take] = all_bytes[rt[first[at[take]]]]
         src[take] = "runtime"
         need &= ~take
     # 2) launch geometry.
-    names = name_array(ev)
-    gx = ev["grid_x"].to_numpy().astype(np.int64)
-    bx = ev["block_x"].to_numpy().astype(np.int64)
-    for i in np.flatnonzero(need & (gx > 0)):
-        name = names[i]
+    gx = events["grid_x"].to_numpy()[rows].astype(np.int64)
+    bx = events["block_x"].to_numpy()[rows].astype(np.int64)
+    names = name_array(events.iloc[rows[need & (gx > 0)]]) if (need & (gx > 0)).any() else []
+    for i, name in zip(np.flatnonzero(need & (gx > 0)), names):
         if name.startswith("memcpy"):
             nbytes[i] = gx[i] * (bx[i] if bx[i] > 0 else 256) * 4
             src[i] = "grid"
@@ -141,9 +179,7 @@ def resolve_copy_bytes(events: pd.DataFrame, copy_cls: pd.Series, cus: int | Non
                 continue  # saturated grid: bytes not recoverable
             nbytes[i] = work_items * (16 if wg == 512 else 4)
             src[i] = "grid-bound"
-    ev["bytes"] = nbytes
-    ev["bytes_src"] = pd.Categorical(src, categories=BYTES_SOURCES)
-    return ev
+    return nbytes, src
 
 
 def bytes_match(nbytes: np.ndarray, bytes_src: np.ndarray, target: int) -> np.ndarray:
