@@ -34,20 +34,14 @@ import numpy as np
 import pandas as pd
 
 from copyprof import __version__
+from copyprof.cache_files import cache_dir, file_hash
+from copyprof.cache_files import file_stat as _stat
 from copyprof.events import Trace, TraceMeta
 
 FORMAT_VERSION = 1
 MAX_BYTES_DEFAULT = 8 << 30  # older entries are evicted beyond this (COPYPROF_CACHE_MAX_MB)
 _CODE_DIRS = ("readers", "taxonomy")  # whose sources, with events.py and load.py, key the entries
 _code_hash: str | None = None
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("COPYPROF_CACHE_DIR")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return Path(xdg) / "copyprof" if xdg else Path.home() / ".cache" / "copyprof"
 
 
 def code_hash() -> str:
@@ -64,29 +58,6 @@ def code_hash() -> str:
             h.update(f.read_bytes())
         _code_hash = h.hexdigest()
     return _code_hash
-
-
-_hashes: dict[tuple[str, int, int, int, int], str] = {}
-
-
-def file_hash(path: str) -> str:
-    """blake2b of the file's bytes; remembered within this process per (path, inode, size,
-    mtime, ctime) — any write changes ctime, which utime cannot set back — so checking an entry
-    and then loading it reads the file once."""
-    st = os.stat(path)
-    key = (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if key not in _hashes:
-        h = hashlib.blake2b(digest_size=20)
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 22):
-                h.update(chunk)
-        _hashes[key] = h.hexdigest()
-    return _hashes[key]
-
-
-def _stat(path: str) -> dict[str, Any]:
-    st = os.stat(path)
-    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 class TableCache:

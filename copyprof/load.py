@@ -20,15 +20,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from copyprof.cache import TableCache, cached_read
 from copyprof.errors import CopyprofError
-from copyprof.events import Trace
 from copyprof.readers.detect import reader_for, sniff
 from copyprof.readers.source import head_bytes, json_size
 
 MAX_DEPTH = 4
 _SKIP_NAMES = re.compile(r"(^run\.json$|^timing\.json$|metrics.*\.json$|\.profiler_out\.txt$|\.log$|\.md$|\.py$|\.tmp$)")
 if TYPE_CHECKING:
+    from copyprof.events import Trace
     from copyprof.parallel import ChunkPool
 
 _FRONTEND = re.compile(r"\.async_llm\b")
@@ -156,6 +155,8 @@ def decode_pool(sources: list[Source], jobs: int, cache: bool = False) -> ChunkP
         return None
     big = [s for s in sources if s.fmt == "kineto" and json_size(s.path) >= MIN_PARALLEL_BYTES]
     if cache and big:
+        from copyprof.cache import TableCache
+
         table_cache = TableCache()
         big = [s for s in big if not table_cache.fresh(s.fmt, s.paths)]
     return make_pool(jobs) if big else None
@@ -165,6 +166,8 @@ def read_sources(sources: list[Source], *, pool: ChunkPool | None = None, cache:
                  progress: Callable[[Source], None] | None = None) -> list[Trace]:
     """Read every source, Kineto chunks decoded in ``pool`` when given; with ``cache`` the
     tables are served from / stored into the on-disk cache."""
+    from copyprof.cache import TableCache, cached_read  # numpy/pandas: not needed to discover sources
+
     table_cache = TableCache() if cache else None
     traces: list[Trace] = []
     for src in sources:

@@ -24,7 +24,7 @@ import os
 import signal
 import traceback
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 

@@ -2,14 +2,32 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "sample_traces"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Caches written by the tests (and the CLI processes they start) go to a scratch folder,
+    never to the user's ~/.cache/copyprof; a test that needs its own sets the variable itself."""
+    if "COPYPROF_CACHE_DIR" not in os.environ:
+        config._copyprof_cache = tempfile.mkdtemp(prefix="copyprof-test-cache-")  # type: ignore[attr-defined]
+        os.environ["COPYPROF_CACHE_DIR"] = config._copyprof_cache  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    scratch = getattr(config, "_copyprof_cache", None)
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+        os.environ.pop("COPYPROF_CACHE_DIR", None)
 
 
 @pytest.fixture

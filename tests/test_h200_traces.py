@@ -9,7 +9,6 @@ copies of [N, 4*128]; candidates have no post-projection copy. In graph replay e
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -95,7 +95,7 @@ def test_normal_approximation_agrees_with_exact_distribution_at_the_switch() -> 
     """Above the exact-size limit the depth comes from the normal approximation; at the switch
     points (50 x 50; 400 pairs) it must agree with the exact depth to within a small fraction of
     the statistic's SD (one order statistic; two of 80 200 Walsh averages, SD ~4 600)."""
-    z = S.stats.norm.ppf(0.975)
+    z = S._stats().norm.ppf(0.975)
     mn = 50 * 50
     approx = math.floor(mn / 2 - 0.5 - z * math.sqrt(mn * 101 / 12)) + 1
     assert abs(S._depth(50, 50, 0.05, False) - approx) <= 1
@@ -124,7 +124,7 @@ def test_robust_noise_ignores_ten_x_outliers() -> None:
     (the plain SD would grow ~40x); it equals scipy's median_abs_deviation(scale="normal")."""
     rng = np.random.default_rng(3)
     x = outliers(rng, 5000)
-    assert S.robust_noise(x) == pytest.approx(float(S.stats.median_abs_deviation(x, scale="normal")))
+    assert S.robust_noise(x) == pytest.approx(float(S._stats().median_abs_deviation(x, scale="normal")))
     assert S.robust_noise(x) == pytest.approx(SIGMA, rel=0.1)
     assert np.std(x) > 10 * SIGMA
 
@@ -290,3 +290,15 @@ def test_bootstrap_falls_back_when_bca_is_undefined() -> None:
     assert r.ci95_ms == pytest.approx((-0.1, -0.1)) and "bootstrap" in r.method
     with pytest.raises(ValueError):
         shift_estimate(np.ones(5), np.ones(5), ci="jackknife")  # type: ignore[arg-type]
+
+
+def test_mad_scale_without_scipy_is_scipys():
+    """robust_noise's normal-consistency constant comes from the standard library (scipy is
+    imported lazily); it must equal scipy's median_abs_deviation(scale="normal") factor."""
+    from scipy import stats as sps
+
+    from copyprof.analysis import stats as mod
+
+    assert mod._MAD_TO_SD == pytest.approx(1.0 / sps.norm.ppf(0.75), rel=1e-15)
+    x = np.array([1.0, 2.0, 4.0, 8.0, 9.5])
+    assert mod.robust_noise(x) == pytest.approx(sps.median_abs_deviation(x, scale="normal"), rel=1e-14)

@@ -65,7 +65,7 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
         sites_all += sites
         layers_all += layers
         per_step.append(_step_figures(step_id, n_tok, np.asarray(sites, dtype=object),
-                                      ops.dur[ops.c_pos[c0:c1]], ops.gap[ops.c_pos[c0:c1]]))
+                                      ops.c_dur[c0:c1], ops.c_gap[c0:c1]))
     copies = _copies_frame(ops, pos, c_bytes, c_src, sites_all, layers_all)
     ps = pd.DataFrame(per_step)
     if not ps.empty:
@@ -82,13 +82,12 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
 
 def _copies_frame(ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray,
                   sites: list[str], layers: list[int]) -> pd.DataFrame:
-    at = ops.c_pos
     frame = pd.DataFrame({
-        "step": ops.step[at], "pos": pos,
-        "name": pd.Categorical.from_codes(ops.codes[at], categories=ops.categories) if len(ops.categories)
-        else pd.Categorical([""] * len(at)),
+        "step": ops.c_step.astype(np.int64), "pos": pos,
+        "name": pd.Categorical.from_codes(ops.c_code, categories=ops.categories) if len(ops.categories)
+        else pd.Categorical([""] * len(pos)),
         "bytes": nbytes, "bytes_src": pd.Categorical(src, categories=BYTES_SOURCES),
-        "start_ns": ops.start[at], "dur_ns": ops.dur[at], "gap_ns": ops.gap[at],
+        "start_ns": ops.c_start, "dur_ns": ops.c_dur, "gap_ns": ops.c_gap,
         "site": np.asarray(sites, dtype=object), "layer": np.asarray(layers, dtype=np.int64),
         "next_kernel": ops.c_next,
     })
@@ -167,10 +166,10 @@ def _classify_step(ops: StepOps, c0: int, c1: int, op0: int, layout: ModelLayout
             checked += 1
             agree += anchors[k] == kind
     # Other copies: the layer they sit in (after copy k-1, up to copy k -> layer k).
-    post_pos = np.array(post_idx)
+    in_layer = (np.searchsorted(np.array(post_idx), np.arange(n), side="left") + 1).tolist()
     for i in range(n):
         if sites[i] in ("other", "allreduce-staging"):
-            layers[i] = int(np.searchsorted(post_pos, i, side="left")) + 1
+            layers[i] = in_layer[i]
     return sites, layers, {"status": "ok", "checked": checked, "agree": agree, "method": method}
 
 

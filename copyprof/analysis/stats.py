@@ -40,16 +40,24 @@ rank test loses their information), lower still for strongly skewed small sample
 """
 from __future__ import annotations
 
-import inspect
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
+from statistics import NormalDist
+from types import ModuleType
+
 import numpy as np
-from scipy import stats
+
+
+def _stats() -> ModuleType:
+    """scipy.stats, imported on first use: it costs ~1 s and ~60 MB, and a report without an
+    A/B comparison or replica timing never needs it."""
+    from scipy import stats
+
+    return stats
 
 ARE_RANK = 3.0 / math.pi  # Wilcoxon / Mann-Whitney vs t under normality (Hodges & Lehmann 1956)
 _MATERIALISE_MAX = 2_000_000  # pairwise differences held in memory; above: selection by bisection
@@ -133,7 +141,7 @@ def json_float(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
 
 
-_MAD_TO_SD = 1.0 / stats.norm.ppf(0.75)  # 1.4826: scipy's median_abs_deviation(scale="normal")
+_MAD_TO_SD = 1.0 / NormalDist().inv_cdf(0.75)  # 1.4826: scipy's median_abs_deviation(scale="normal")
 
 
 def robust_noise(x: np.ndarray) -> float:
@@ -181,7 +189,9 @@ def shift_estimate(baseline: np.ndarray, candidate: np.ndarray, *, paired: bool 
             lo, hi = _walsh_order_stats(d, [k, top + 1 - k]) if k >= 1 else (-math.inf, math.inf)
             kind = "Wilcoxon signed-rank"
         else:
-            lo, hi, kind = _bootstrap_ci((d,), _walsh_median_stat, confidence, n_resamples, seed)
+            from copyprof.analysis.stats_bootstrap import bootstrap_ci, walsh_median_stat
+
+            lo, hi, kind = bootstrap_ci((d,), walsh_median_stat, confidence, n_resamples, seed)
         method = f"paired Hodges-Lehmann (Walsh averages), {kind} interval{batch_note}"
         un = robust_noise(d) / math.sqrt(2)
         return ShiftResult(estimate_ms=est, ci95_ms=(lo, hi), method=method, **common,
@@ -194,7 +204,9 @@ def shift_estimate(baseline: np.ndarray, candidate: np.ndarray, *, paired: bool 
         lo, hi = _diff_order_stats(ub, uc, [k, top + 1 - k]) if k >= 1 else (-math.inf, math.inf)
         kind = "Moses (Mann-Whitney) rank"
     else:
-        lo, hi, kind = _bootstrap_ci((ub, uc), _hl2_stat, confidence, n_resamples, seed)
+        from copyprof.analysis.stats_bootstrap import bootstrap_ci, hl2_stat
+
+        lo, hi, kind = bootstrap_ci((ub, uc), hl2_stat, confidence, n_resamples, seed)
     method = f"Hodges-Lehmann shift, {kind} interval{batch_note}"
     return ShiftResult(estimate_ms=est, ci95_ms=(lo, hi), method=method, **common,
                        n_units={"baseline": int(ub.size), "candidate": int(uc.size)},
@@ -213,7 +225,7 @@ def minimum_detectable_effect(noise_a: float, noise_b: float, n_a: int, n_b: int
         return math.inf
     df = n_a - 1 if paired else n_a + n_b - 2
     size = _achieved_alpha(int(n_a), int(n_b), alpha, paired)
-    z = stats.t.ppf(1 - size / 2, df) + stats.t.ppf(power, df)
+    z = _stats().t.ppf(1 - size / 2, df) + _stats().t.ppf(power, df)
     return float(z * math.sqrt(noise_a**2 / n_a + noise_b**2 / n_b) / math.sqrt(ARE_RANK))
 
 
@@ -229,7 +241,7 @@ def steps_needed(effect_ms: float, noise_a: float, noise_b: float, *, alpha: flo
         raise ValueError(f"steps_needed needs a finite non-zero effect, got {effect_ms}")
     if ratio <= 0:
         raise ValueError(f"ratio must be > 0, got {ratio}")
-    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
+    z = _stats().norm.ppf(1 - alpha / 2) + _stats().norm.ppf(power)
     n = max(1, math.ceil((z / eff) ** 2 * (noise_a**2 + noise_b**2 / ratio) / ARE_RANK))
 
     def ok(k: int) -> bool:
@@ -324,7 +336,7 @@ def _mwu_cdf(u: int, m: int, n: int) -> float:
     """P(U <= u) under H0, U = #{x_i > y_j}, |x| = m: scipy's exact test on a sample with U = u."""
     y = 2.0 * np.arange(n)
     x = 2.0 * np.clip(u - n * np.arange(m), 0, n) - 1.0  # x_i sits above exactly c_i of the y's
-    return float(stats.mannwhitneyu(x, y, alternative="less", method="exact").pvalue)
+    return float(_stats().mannwhitneyu(x, y, alternative="less", method="exact").pvalue)
 
 
 def _signed_rank_cdf(t: int, n: int) -> float:
@@ -334,7 +346,7 @@ def _signed_rank_cdf(t: int, n: int) -> float:
     for r in range(n, 0, -1):  # greedy subset of 1..n summing to t (always exists for t <= n(n+1)/2)
         if r <= rem:
             d[r - 1], rem = r, rem - r
-    return float(stats.wilcoxon(d, alternative="less", method="exact").pvalue)
+    return float(_stats().wilcoxon(d, alternative="less", method="exact").pvalue)
 
 
 def _null(n_a: int, n_b: int, paired: bool) -> tuple[Callable[[int], float], float, float, int, bool]:
@@ -356,7 +368,7 @@ def _depth(n_a: int, n_b: int, alpha: float, paired: bool) -> int:
     """
     cdf, mean, sd, top, exact = _null(n_a, n_b, paired)
     if not exact:
-        z = stats.norm.ppf(1 - alpha / 2)
+        z = _stats().norm.ppf(1 - alpha / 2)
         return int(min(max(math.floor(mean - 0.5 - z * sd) + 1, 0), top // 2 + 1))
     lo, hi = 0, top // 2 + 1  # answer in [lo, hi]; cdf(u) <= alpha/2 for all u < answer
     while lo < hi:
@@ -374,37 +386,3 @@ def _achieved_alpha(n_a: int, n_b: int, alpha: float, paired: bool) -> float:
     d = _depth(n_a, n_b, alpha, paired)
     cdf, _, _, _, exact = _null(n_a, n_b, paired)
     return 2 * cdf(d - 1) if exact and d >= 1 else alpha
-
-
-def _hl2_stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Vectorised two-sample HL (for scipy.stats.bootstrap batches)."""
-    x, y = np.moveaxis(x, axis, -1), np.moveaxis(y, axis, -1)
-    diff = y[..., :, None] - x[..., None, :]
-    return np.median(diff.reshape(*diff.shape[:-2], -1), axis=-1)
-
-
-def _walsh_median_stat(d: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Vectorised one-sample HL (median of Walsh averages) for scipy.stats.bootstrap batches."""
-    d = np.moveaxis(d, axis, -1)
-    i, j = np.triu_indices(d.shape[-1])
-    return np.median((d[..., i] + d[..., j]) / 2, axis=-1)
-
-
-def _bootstrap_ci(data: tuple[np.ndarray, ...], stat: Callable[..., np.ndarray], confidence: float,
-                  n_resamples: int, seed: int) -> tuple[float, float, str]:
-    """scipy BCa interval; percentile where BCa is undefined (heavily tied data)."""
-    if min(a.size for a in data) < 2:
-        return (-math.inf, math.inf, "bootstrap (too few values)")
-    per = int(np.prod([a.size for a in data])) if len(data) == 2 else data[0].size ** 2
-    rng_kw = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
-    for method in ("BCa", "percentile"):
-        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore")  # scipy warns about degenerate data; we fall back instead
-            res = stats.bootstrap(data, stat, n_resamples=n_resamples, confidence_level=confidence, method=method,
-                                  vectorized=True, batch=max(1, 4_000_000 // max(per, 1)),
-                                  **{rng_kw: np.random.default_rng(seed)})
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        if math.isfinite(lo) and math.isfinite(hi):
-            return (lo, hi, f"{method} bootstrap")
-    v = float(stat(*data))  # every resample gave the same value (constant data)
-    return (v, v, "bootstrap (degenerate: constant statistic)")

@@ -2,13 +2,8 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
 
-from copyprof.analysis.summary import summarize
 from copyprof.cli.main import cli
-from copyprof.cli.progress import reading_progress
-from copyprof.load import discover, read_source
-from copyprof.render.inspect_render import render_terminal, to_json
 
 
 @cli.command("inspect")
@@ -16,6 +11,12 @@ from copyprof.render.inspect_render import render_terminal, to_json
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def inspect_cmd(paths: tuple[str, ...], fmt: str) -> None:
     """Show format, ranks, event counts, copies and annotations of trace files or run directories."""
+    # Imported here, not at module level: every command pays only for its own imports.
+    from copyprof.analysis.summary import summarize
+    from copyprof.cli.progress import reading_progress
+    from copyprof.load import discover, read_source
+    from copyprof.render.inspect_render import render_terminal, to_json
+
     sources = discover(paths)
     summaries = []
     with reading_progress(len(sources)) as advance:
@@ -26,4 +27,6 @@ def inspect_cmd(paths: tuple[str, ...], fmt: str) -> None:
     if fmt == "json":
         click.echo(to_json(summaries))
     else:
+        from rich.console import Console
+
         render_terminal(summaries, Console())

@@ -2,22 +2,39 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import click
-from rich.console import Console
 
-from copyprof.analysis.report import analyze_run
 from copyprof.cli.main import cli
-from copyprof.cli.progress import reading_progress
 from copyprof.errors import CopyprofError
-from copyprof.load import decode_pool, discover, read_sources
-from copyprof.parallel import available_cores
+from copyprof.load import discover
 from copyprof.models import ModelLayout, load_layout
-from copyprof.render.report_text import render_csv, render_json, render_markdown, render_terminal
+from copyprof.result_cache import load_result, result_key, store_result
+
+# numpy, pandas, scipy and the readers are imported only when a run must be analysed: a
+# report served from the result cache (copyprof/result_cache.py) never loads them.
 
 
-def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps: bool, jobs: int, cache: bool) -> dict:
+def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps: bool, jobs: int | None,
+              cache: bool) -> dict[str, Any]:
     sources = discover([path])
+    key = result_key(path, [s.paths for s in sources], {"layout": layout, "rank": rank, "all_steps": all_steps}) if cache else None
+    result = load_result(key)
+    if result is None:
+        result = _analyze(path, sources, layout, rank, all_steps, jobs, cache)
+        store_result(key, result)
+    return result
+
+
+def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | None, all_steps: bool,
+             jobs: int | None, cache: bool) -> dict[str, Any]:
+    from copyprof.analysis.report import analyze_run
+    from copyprof.cli.progress import reading_progress
+    from copyprof.load import decode_pool, read_sources
+    from copyprof.parallel import available_cores
+
+    jobs = jobs or available_cores()
     pool = decode_pool(sources, jobs, cache)  # before the progress display's thread starts (fork)
     try:
         with reading_progress(len(sources)) as advance:
@@ -52,7 +69,6 @@ def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_ra
         raise CopyprofError("report takes one run, or a baseline and a candidate")
     layout = load_layout(model) if model else None
     names = _labels(labels, runs)
-    jobs = jobs or available_cores()
     results = [_load_run(r, layout, rank, all_steps, jobs, not no_cache) for r in runs]
     comparison = None
     extra_tables, extra_md = [], []
@@ -69,6 +85,8 @@ def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_ra
         from copyprof.render.report_plots import write_plots
 
         write_plots(plot_path, results, runs, names, comparison)
+    from copyprof.render.report_text import render_csv, render_json, render_markdown, render_terminal
+
     if fmt == "json":
         click.echo(render_json(results, comparison))
     elif fmt == "markdown":
@@ -76,6 +94,8 @@ def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_ra
     elif fmt == "csv":
         click.echo(render_csv(results, labels=names, by_rank=by_rank), nl=False)
     else:
+        from rich.console import Console
+
         render_terminal(results, Console(), labels=names, by_rank=by_rank, extra_tables=extra_tables)
 
 

@@ -12,12 +12,14 @@ import os
 import sqlite3
 import zlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from copyprof.errors import CopyprofError, UnsupportedFormat
-from copyprof.events import Trace
 from copyprof.readers.source import SQLITE_MAGIC, head_bytes
 
-Reader = Callable[[str], list[Trace]]
+if TYPE_CHECKING:
+    from copyprof.events import Trace
+Reader = Callable[[str], "list[Trace]"]
 
 try:  # ISA-L's inflate raises its own error type, not zlib.error
     from isal.isal_zlib import error as _IsalError  # type: ignore[import-not-found]

@@ -27,7 +27,7 @@ from copyprof.errors import CopyprofError
 from copyprof.events import _INT_COLUMNS, BYTES_SOURCES, COLUMNS, KINDS, Trace, TraceMeta
 from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.json_stream import MalformedChunk, NotStreamable, StreamState, stream_event_chunks
-from copyprof.readers.kineto_columns import AUX_COLUMNS, ChunkResult, Event, columnize, convert_event, decode_columns, gc_paused
+from copyprof.readers.kineto_columns import ChunkResult, Event, columnize, convert_event, decode_columns, gc_paused
 from copyprof.readers.source import BlockStream, json_size, open_binary
 
 if TYPE_CHECKING:

@@ -41,6 +41,10 @@ def write_plots(path: str, runs: list[dict[str, Any]], paths: tuple[str, ...], n
         sites[n] = rows
     shift = measure(runs[0], runs[1]) if len(runs) == 2 else None
     timeline = runs[0].get("timeline")
+    if isinstance(timeline, dict) and "columns" in timeline:  # served from the result cache
+        import pandas as pd
+
+        timeline = pd.DataFrame(timeline["columns"])
     title = " vs ".join(names) if len(runs) == 2 else f"copyprof: {names[0]}"
     if not periods:
         raise CopyprofError("nothing to plot: no decode steps with a period were found", path=paths[0])

@@ -1,0 +1,42 @@
+"""Where cache entries live and how a file's content is identified (stdlib only).
+
+Kept apart from the table cache so that a report served from the result cache
+(copyprof/result_cache.py) never imports numpy or pandas.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("COPYPROF_CACHE_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return Path(xdg) / "copyprof" if xdg else Path.home() / ".cache" / "copyprof"
+
+
+_hashes: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def file_hash(path: str) -> str:
+    """blake2b of the file's bytes; remembered within this process per (path, inode, size,
+    mtime, ctime) — any write changes ctime, which utime cannot set back — so checking an entry
+    and then loading it reads the file once."""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if key not in _hashes:
+        h = hashlib.blake2b(digest_size=20)
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                h.update(chunk)
+        _hashes[key] = h.hexdigest()
+    return _hashes[key]
+
+
+def file_stat(path: str) -> dict[str, Any]:
+    st = os.stat(path)
+    return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}

@@ -1,0 +1,147 @@
+"""On-disk cache of a run's analysis (the ``runs[i]`` object a report renders), stdlib only.
+
+Why: the table cache (copyprof/cache.py) saves the parse, but a repeated report would still
+import pandas and redo the analysis (seconds on a GB trace). Served from here, a repeated
+report on an unchanged run costs the interpreter, the content hashes and one JSON read —
+no numpy, no pandas.
+
+Key: copyprof's version and the hash of all its Python sources (any code change is a miss),
+the path as given (it is printed), the options that change the analysis (model layout, rank,
+--all-steps), and for every file the analysis reads — each trace source, and the small files
+at the top of a run directory (run.json, timing.json, …) — its path, size, mtime and blake2b.
+
+Entries are JSON (never pickle), written atomically (temp file + rename); a damaged, foreign
+or unreadable entry is a miss, never an error. An analysis that JSON cannot hold exactly is
+simply not cached. ``timeline`` (a DataFrame, for plots) is stored as columns and rebuilt
+by the plot renderer.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from copyprof import __version__
+from copyprof.cache_files import cache_dir, file_hash, file_stat
+
+FORMAT_VERSION = 1
+SIDECAR_MAX_BYTES = 16 << 20  # small files at the top of a run directory are hashed too
+MAX_ENTRIES = 256
+_code: str | None = None
+
+
+def package_hash() -> str:
+    """Hash of every Python source of copyprof (the analysis, readers and renderers alike)."""
+    global _code
+    if _code is None:
+        h = hashlib.blake2b(__version__.encode(), digest_size=16)
+        pkg = Path(__file__).resolve().parent
+        for f in sorted(pkg.rglob("*.py")):
+            h.update(str(f.relative_to(pkg)).encode())
+            h.update(f.read_bytes())
+        _code = h.hexdigest()
+    return _code
+
+
+def result_key(path: str, source_paths: list[tuple[str, ...]], options: dict[str, Any]) -> str | None:
+    """Key of the analysis of ``path`` read from ``source_paths``; None when a file cannot be
+    identified (then nothing is cached)."""
+    try:
+        files = [_identify(p) for paths in source_paths for p in paths]
+        files += [_identify(p) for p in _sidecars(path, {p for paths in source_paths for p in paths})]
+    except OSError:
+        return None
+    opts = {k: (asdict(v) if is_dataclass(v) and not isinstance(v, type) else v) for k, v in options.items()}
+    doc = json.dumps([FORMAT_VERSION, package_hash(), path, os.path.abspath(path), opts, files],
+                     sort_keys=True, default=str)
+    return hashlib.blake2b(doc.encode(), digest_size=20).hexdigest()
+
+
+def _identify(path: str) -> dict[str, Any]:
+    return {**file_stat(path), "blake2b": file_hash(path)}
+
+
+def _sidecars(path: str, sources: set[str]) -> list[str]:
+    """Small regular files directly in a run directory that are not trace sources."""
+    if not os.path.isdir(path):
+        return []
+    out = []
+    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+        if entry.is_file() and entry.path not in sources and entry.stat().st_size <= SIDECAR_MAX_BYTES:
+            out.append(entry.path)
+    return out
+
+
+def load_result(key: str | None) -> dict[str, Any] | None:
+    if key is None:
+        return None
+    entry = cache_dir() / "results" / f"{key}.json"
+    try:
+        with open(entry, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if not isinstance(doc, dict) or doc.get("key") != key or not isinstance(doc.get("result"), dict):
+            return None
+        os.utime(entry)  # recently used: evicted last
+        return doc["result"]
+    except (OSError, ValueError):
+        return None
+
+
+def store_result(key: str | None, result: dict[str, Any]) -> bool:
+    """Write the entry when ``result`` survives a JSON round trip unchanged; False otherwise."""
+    if key is None:
+        return False
+    plain = {**result}
+    timeline = plain.get("timeline")
+    if timeline is not None:
+        plain["timeline"] = {"columns": {c: timeline[c].tolist() for c in timeline.columns}}
+    try:
+        text = json.dumps({"key": key, "result": plain}, allow_nan=True)
+    except (TypeError, ValueError):
+        return False
+    if not _same(json.loads(text)["result"], plain):
+        return False
+    root = cache_dir() / "results"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, root / f"{key}.json")
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        return False
+    _evict(root)
+    return True
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equality that JSON must preserve: same types (tuples are lists), NaN equals NaN."""
+    if isinstance(b, tuple):
+        b = list(b)
+    if isinstance(a, float) and isinstance(b, float):  # np.float64 prints and renders as float
+        return (math.isnan(a) and math.isnan(b)) or a == b
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
+def _evict(root: Path) -> None:
+    try:
+        entries = sorted(root.glob("*.json"), key=lambda e: e.stat().st_mtime_ns)
+        for e in entries[:-MAX_ENTRIES]:
+            e.unlink(missing_ok=True)
+    except OSError:
+        pass
