@@ -201,8 +201,12 @@ def _build_table(events: pd.DataFrame, step_of: np.ndarray, labels: list[str], t
     n = len(labels)
     first = np.full(n, np.iinfo(np.int64).max)
     last = np.full(n, np.iinfo(np.int64).min)
-    np.minimum.at(first, ids, starts)
-    np.maximum.at(last, ids, ends)
+    if len(ids):  # per-step min/max by sorting (ufunc.at takes ~0.1 s per million events here)
+        order = np.argsort(ids, kind="stable")
+        sid = ids[order]
+        heads = np.concatenate(([0], np.flatnonzero(sid[1:] != sid[:-1]) + 1))
+        first[sid[heads]] = np.minimum.reduceat(starts[order], heads)
+        last[sid[heads]] = np.maximum.reduceat(ends[order], heads)
     count = np.bincount(ids, minlength=n)
     table = pd.DataFrame({
         "step": np.arange(n), "label": labels, "tokens": pd.array(tokens, dtype="Int64"),
