@@ -286,6 +286,29 @@ def _factorize(names: list[Any]) -> tuple[np.ndarray, list[str]]:
     return codes, list(uniq)
 
 
+def _kept(values: tuple[Any, ...], keep: np.ndarray, dtype: type, tolerant: Any) -> np.ndarray:
+    """``tolerant(kept values)`` (to_int / to_float / _tid), computed for the common case —
+    every value a plain number — as one C conversion of all values and a boolean mask, with no
+    per-event Python list. Anything else takes the tolerant path on the kept values only, so
+    the result is the same either way."""
+    try:
+        if dtype is np.float64:
+            return np.array(values, dtype=np.float64)[keep]
+        return np.fromiter(values, dtype=np.int64, count=len(values))[keep]
+    except (TypeError, ValueError, OverflowError):
+        return tolerant(list(compress(values, keep)))
+
+
+def _kept_dim3(values: tuple[Any, ...], keep: np.ndarray, n: int) -> np.ndarray:
+    """``_dim3`` of the kept values (see :func:`_kept`)."""
+    if len(values) and None not in values and set(map(len, values)) == {3}:
+        try:
+            return np.fromiter(chain.from_iterable(values), dtype=np.int64, count=3 * len(values)).reshape(-1, 3)[keep]
+        except OverflowError:
+            pass
+    return _dim3(tuple(compress(values, keep)), n)
+
+
 def columnize(events: list[Any]) -> ChunkResult:
     """Columns for the kept events of a chunk (see copyprof.events for the schema)."""
     res = ChunkResult()
@@ -310,24 +333,25 @@ def columnize(events: list[Any]) -> ChunkResult:
     rt_names = np.bincount(codes[kind == _RUNTIME], minlength=len(res.names))
     res.graph_launches = int(sum(int(c) for nm, c in zip(res.names, rt_names) if c and is_graph_launch(nm)))
 
-    ts_f = to_float(list(compress(ts, keep)))
-    dur_f = to_float(list(compress(dur, keep)))
+    ts_f = _kept(ts, keep, np.float64, to_float)
+    dur_f = _kept(dur, keep, np.float64, to_float)
     good = _fits_int64(ts_f, 1000.0)  # a timestamp whose ns do not fit int64 is as unreadable as NaN
     res.bad = int((~good).sum())
     dur_f[~_fits_int64(dur_f, 1000.0) | (dur_f < 0)] = 0.0
-    pid_i = to_int(list(compress(pid, keep)))
-    tid_i = _tid(list(compress(tid, keep)))
-    kept_args = list(compress(args, keep))
-    del name, pid, tid, ts, dur, args
-    if None in kept_args:
-        kept_args = [x if x is not None else EMPTY_ARGS for x in kept_args]
-    fields = dict(zip(_ARG_FIELDS, _fields(kept_args, len(_ARG_FIELDS))))
-    a = {f: to_int(fields[f]) for f in _INT_ARGS}
+    pid_i = _kept(pid, keep, np.int64, to_int)
+    tid_i = _kept(tid, keep, np.int64, _tid)
+    del name, pid, tid, ts, dur
+    if None in args:
+        args = tuple(x if x is not None else EMPTY_ARGS for x in args)
+    fields = dict(zip(_ARG_FIELDS, _fields(args, len(_ARG_FIELDS))))
+    del args
+    a = {f: _kept(fields[f], keep, np.int64, to_int) for f in _INT_ARGS}
     dev = np.where(a["device"] >= 0, a["device"], a["from_device"])
     dev = np.where(dev >= 0, dev, pid_i)
     stream = np.where(on_gpu & (a["stream"] >= 0), a["stream"], tid_i)
-    grid = _dim3(fields["grid"], n)
-    block = _dim3(fields["block"], n)
+    grid = _kept_dim3(fields["grid"], keep, n)
+    block = _kept_dim3(fields["block"], keep, n)
+    arg_kind = [fields["kind"][i] for i in np.flatnonzero(keep)[kind == _MEMCPY].tolist()]
     i32 = np.int32  # the table's dtype for these (events._INT_COLUMNS); cast here, once
     cols = {
         "kind_idx": kind.astype(np.int8),
@@ -346,8 +370,7 @@ def columnize(events: list[Any]) -> ChunkResult:
     }
     # roctracer memcpy ops carry the direction in args.kind ("DtoD"); names say it too.
     mk = np.flatnonzero(kind == _MEMCPY)
-    arg_kind = fields["kind"]
-    cols["copy_kind_arg"] = np.array([k if isinstance(k := arg_kind[i], str) else "" for i in mk.tolist()], dtype=object)
+    cols["copy_kind_arg"] = np.array([k if isinstance(k, str) else "" for k in arg_kind], dtype=object)
     cols["memcpy_rows"] = mk
     if res.bad:
         res.cols = {k: (v[good] if k not in AUX_COLUMNS else v) for k, v in cols.items()}
