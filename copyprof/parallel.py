@@ -77,17 +77,23 @@ class ChunkPool:
     def __init__(self, jobs: int, slot_size: int = SLOT_SIZE) -> None:
         self.jobs = jobs
         self.slot_size = slot_size
-        self.slots = [mmap.mmap(-1, slot_size) for _ in range(2 * jobs)]
-        ctx = mp.get_context("fork")
+        self.slots: list[mmap.mmap] = []
         self._conns: list[Connection] = []
         self._procs: list[Any] = []
-        for _ in range(jobs):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(child, self.slots), daemon=True, name="copyprof-decode")
-            proc.start()
-            child.close()
-            self._conns.append(parent)
-            self._procs.append(proc)
+        try:
+            for _ in range(2 * jobs):
+                self.slots.append(mmap.mmap(-1, slot_size))
+            ctx = mp.get_context("fork")
+            for _ in range(jobs):
+                parent, child = ctx.Pipe()
+                proc = ctx.Process(target=_worker, args=(child, self.slots), daemon=True, name="copyprof-decode")
+                proc.start()
+                child.close()
+                self._conns.append(parent)
+                self._procs.append(proc)
+        except BaseException:
+            self.close()  # no half-built pool: slots unmapped, started workers stopped
+            raise
 
     def __enter__(self) -> ChunkPool:
         return self
@@ -168,7 +174,15 @@ def _payload(status: str, payload: Any) -> ChunkResult:
 
 
 def make_pool(jobs: int) -> ChunkPool | None:
-    """A pool of ``jobs`` workers, or None when ``jobs`` < 2 or ``fork`` is unavailable."""
+    """A pool of ``jobs`` workers, or None when ``jobs`` < 2, ``fork`` is unavailable or the
+    system refuses the pool's memory or processes."""
     if jobs < 2 or "fork" not in mp.get_all_start_methods():
         return None
-    return ChunkPool(jobs)
+    try:
+        return ChunkPool(jobs)
+    except OSError:
+        # No room for the slots or the workers (an address-space limit, many cores and little
+        # memory, a process limit): a pool only makes reading faster, so read serially — the
+        # table is the same. Found by the reader fuzzer: 16 cores x 2 slots x 64 MB under a
+        # 3 GiB RLIMIT_AS.
+        return None

@@ -156,3 +156,48 @@ def test_phases_missing_null_and_unknown(tmp_path):
     [t] = read_kineto(str(path))
     assert t.events["name"].astype(str).tolist() == ["k0", "k1", "k2"]
     assert t.meta.kind_counts["kernel"] == 3 and sum(t.meta.kind_counts.values()) == 3
+
+
+def test_pool_that_cannot_be_built_means_a_serial_read(monkeypatch):
+    """The fuzzer's finding: 16 cores x 2 slots x 64 MB did not fit a 3 GiB address-space
+    limit and mmap's ENOMEM escaped as a traceback. A refused slot (or worker) now means no
+    pool — the caller reads serially — and nothing half-built is left behind."""
+    import mmap as mmap_mod
+
+    from copyprof import parallel
+
+    made: list[object] = []
+    real = mmap_mod.mmap
+
+    def refuse_third(*args: object, **kw: object) -> object:
+        if len(made) == 2:
+            raise OSError(12, "Cannot allocate memory")
+        m = real(*args, **kw)
+        made.append(m)
+        return m
+
+    monkeypatch.setattr(parallel.mmap, "mmap", refuse_third)
+    assert make_pool(4) is None
+    assert all(m.closed for m in made)  # the two slots it did map are unmapped again
+
+
+def test_report_under_an_address_space_limit_with_many_jobs(tmp_path, samples):
+    """End to end: --jobs 64 (128 slots of 64 MB) under a 3 GiB RLIMIT_AS gives the report of
+    --jobs 1, exit 0, nothing on stderr."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    trace = samples / "kineto_cupti_a100_cudagraph_rank0.json.gz"  # 25.7 MB of JSON: big enough for a pool
+    env = {**os.environ, "COPYPROF_CACHE_DIR": str(tmp_path / "c")}
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    base = [sys.executable, "-m", "copyprof", "report", "--format", "json", "--no-cache"]
+    many = subprocess.run([*base, "--jobs", "64", str(trace)], capture_output=True, text=True, env=env,
+                          preexec_fn=limited)
+    one = subprocess.run([*base, "--jobs", "1", str(trace)], capture_output=True, text=True, env=env)
+    assert many.returncode == 0 and many.stderr == "", many.stderr
+    assert many.stdout == one.stdout and json.loads(one.stdout)["runs"][0]["steps"]["decode"] > 0
