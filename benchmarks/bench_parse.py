@@ -238,7 +238,8 @@ def main() -> None:
     cache = OUT / "cache"
     cache.mkdir(exist_ok=True)
     # PYTHONPATH: the copyprof of this checkout, whatever is installed (parse_only.py runs as a script).
-    env = {"COPYPROF_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    extra = os.environ.get("PYTHONPATH")  # e.g. wheels installed with --target on an offline host
+    env = {"COPYPROF_CACHE_DIR": str(cache), "PYTHONPATH": os.pathsep.join([str(REPO), *([extra] if extra else [])])}
     py = sys.executable
     # --model: what users run on a Kimi-K3 rank trace (the attribution is part of the work);
     # on a trace of another model the census simply finds no [N, 7168] copies.
