@@ -33,31 +33,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from copyprof import __version__
-from copyprof.cache_files import cache_dir, file_hash
+from copyprof.cache_files import PACKAGE, cache_dir, code_hash_of, file_hash
 from copyprof.cache_files import file_stat as _stat
 from copyprof.events import Trace, TraceMeta
 
 FORMAT_VERSION = 1
 MAX_BYTES_DEFAULT = 8 << 30  # older entries are evicted beyond this (COPYPROF_CACHE_MAX_MB)
 _CODE_DIRS = ("readers", "taxonomy")  # whose sources, with events.py and load.py, key the entries
-_code_hash: str | None = None
 
 
 def code_hash() -> str:
     """Hash of the code that produces tables: a reader change must not serve old tables."""
-    global _code_hash
-    if _code_hash is None:
-        h = hashlib.blake2b(__version__.encode(), digest_size=16)
-        pkg = Path(__file__).resolve().parent
-        files = [pkg / "events.py", pkg / "load.py"]
-        for d in _CODE_DIRS:
-            files.extend(sorted((pkg / d).glob("*.py")))
-        for f in files:
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
-        _code_hash = h.hexdigest()
-    return _code_hash
+    files = [PACKAGE / "events.py", PACKAGE / "load.py"]
+    for d in _CODE_DIRS:
+        files.extend(sorted((PACKAGE / d).glob("*.py")))
+    return code_hash_of(files)
 
 
 class TableCache:

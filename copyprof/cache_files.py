@@ -10,6 +10,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from copyprof import __version__
+
+PACKAGE = Path(__file__).resolve().parent
+
 
 def cache_dir() -> Path:
     env = os.environ.get("COPYPROF_CACHE_DIR")
@@ -40,3 +44,19 @@ def file_hash(path: str) -> str:
 def file_stat(path: str) -> dict[str, Any]:
     st = os.stat(path)
     return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+_code_hashes: dict[tuple[Path, ...], str] = {}
+
+
+def code_hash_of(files: list[Path]) -> str:
+    """Hash of copyprof's version and these source files (names relative to the package, and
+    bytes): an entry written by other code is never served. Computed once per process."""
+    key = tuple(files)
+    if key not in _code_hashes:
+        h = hashlib.blake2b(__version__.encode(), digest_size=16)
+        for f in files:
+            h.update(str(f.relative_to(PACKAGE)).encode())
+            h.update(f.read_bytes())
+        _code_hashes[key] = h.hexdigest()
+    return _code_hashes[key]

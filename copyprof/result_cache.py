@@ -26,26 +26,16 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from copyprof import __version__
-from copyprof.cache_files import cache_dir, file_hash, file_stat
+from copyprof.cache_files import PACKAGE, cache_dir, code_hash_of, file_hash, file_stat
 
 FORMAT_VERSION = 1
 SIDECAR_MAX_BYTES = 16 << 20  # small files at the top of a run directory are hashed too
 MAX_ENTRIES = 256
-_code: str | None = None
 
 
 def package_hash() -> str:
     """Hash of every Python source of copyprof (the analysis, readers and renderers alike)."""
-    global _code
-    if _code is None:
-        h = hashlib.blake2b(__version__.encode(), digest_size=16)
-        pkg = Path(__file__).resolve().parent
-        for f in sorted(pkg.rglob("*.py")):
-            h.update(str(f.relative_to(pkg)).encode())
-            h.update(f.read_bytes())
-        _code = h.hexdigest()
-    return _code
+    return code_hash_of(sorted(PACKAGE.rglob("*.py")))
 
 
 def result_key(path: str, source_paths: list[tuple[str, ...]], options: dict[str, Any]) -> str | None:

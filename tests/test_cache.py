@@ -122,7 +122,7 @@ def test_corrupt_entry_is_ignored_and_rewritten(tmp_path, trace, damage):
 def test_entry_from_other_code_is_a_miss(tmp_path, trace, monkeypatch):
     c = TableCache(tmp_path / "c")
     _read(c, trace)
-    monkeypatch.setattr(cache_mod, "_code_hash", "0" * 32)  # as if the reader code had changed
+    monkeypatch.setattr(cache_mod, "code_hash", lambda: "0" * 32)  # as if the reader code had changed
     _read(c, trace)
     assert c.misses == 2
 

@@ -115,3 +115,14 @@ def test_result_json_cannot_hold_is_not_cached(tmp_path, monkeypatch):
     assert result_cache.store_result("k" * 40, {"x": [1.5, float("nan")], "t": (1, 2)})
     assert result_cache.load_result("k" * 40) == {"x": [1.5, pytest.approx(float("nan"), nan_ok=True)], "t": [1, 2]}
     assert result_cache.load_result(None) is None and result_cache.load_result("0" * 40) is None
+
+
+def test_entry_from_other_code_is_a_miss(tmp_path, run_dir, monkeypatch):
+    """The key holds the hash of every copyprof source file: other code, other entry."""
+    from copyprof.load import discover
+
+    [src] = discover([str(run_dir)])
+    key = result_cache.result_key(str(run_dir), [src.paths], {"layout": None})
+    assert key == result_cache.result_key(str(run_dir), [src.paths], {"layout": None})
+    monkeypatch.setattr(result_cache, "package_hash", lambda: "0" * 32)
+    assert result_cache.result_key(str(run_dir), [src.paths], {"layout": None}) != key

@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,40 +27,16 @@ import pandas as pd
 
 from copyprof.errors import CopyprofError
 from copyprof.events import KINDS, Trace, TraceMeta, make_table
-
-KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
-RUNTIME, NVTX = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"
-ACTIVITY_TABLES: dict[str, str] = {
-    KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset", RUNTIME: "runtime", NVTX: "annotation"}
-
-# CUpti_ActivityMemcpyKind / CUpti_ActivityMemoryKind; used when the export has no ENUM_* tables
-# (schema 2.x). Same numbers as ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND in schema 3.13.
-COPY_KINDS: dict[int, str] = {
-    0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM_HtoD", 12: "UVM_DtoH", 13: "UVM_DtoD",
-}
-MEM_KINDS: dict[int, str] = {
-    0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-    6: "Managed Static", 7: "Unknown",
-}
-NVTX_RANGE_TYPES: dict[str, int] = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60}
-NVTX_THREAD_TYPE = ("NvtxThread", 39)
-BACKTRACE_CLASSES: dict[str, int] = {
-    "TRACE_PROCESS_EVENT_CUDABACKTRACE": 67,
-    "TRACE_PROCESS_EVENT_CUDABACKTRACE_START": 68,
-    "TRACE_PROCESS_EVENT_CUDABACKTRACE_FINISH": 69,
-}
-TID_MASK = 0xFFFFFF  # globalTid = ... | pid << 24 | tid (as pipit decodes it)
-_VERSION_SUFFIX = re.compile(r"_v\d+$")
-_MPI_RANK = re.compile(r"MPI Rank (\d+)")
-_CHUNK = 1 << 18
-_IN_BATCH = 900  # stay under SQLITE_MAX_VARIABLE_NUMBER of old SQLite builds (999)
-
+from copyprof.readers.nsys_schema import (
+    ACTIVITY_TABLES, BACKTRACE_CLASSES, COPY_KINDS, KERNEL, MEM_KINDS, MEMCPY, MEMSET, NVTX, NVTX_RANGE_TYPES,
+    NVTX_THREAD_TYPE, RUNTIME, TID_MASK, _CHUNK, _IN_BATCH, _MPI_RANK, _VERSION_SUFFIX,
+)
+from copyprof.readers import nsys_schema as schema
 
 def is_nsys(conn: sqlite3.Connection) -> bool:
     """True when ``conn`` looks like an nsys export: ``StringIds`` plus a CUPTI or NVTX table."""
     try:
-        tables = _tables(conn)
+        tables = schema.tables(conn)
     except sqlite3.DatabaseError:
         return False
     return "StringIds" in tables and any(t.startswith("CUPTI_ACTIVITY_KIND_") or t == NVTX for t in tables)
@@ -86,17 +61,6 @@ def read_nsys(path: str) -> list[Trace]:
         conn.close()
 
 
-@dataclass
-class _Part:
-    """Rows of one activity table: int columns, local names and a process key per row."""
-
-    kind: str
-    names: list[str]
-    codes: np.ndarray  # int32 index into names
-    cols: dict[str, np.ndarray]
-    pid: np.ndarray  # int64 globalPid (tid bits cleared), -1 unknown
-
-
 class _Reader:
     def __init__(self, conn: sqlite3.Connection, path: str) -> None:
         self.conn, self.path = conn, path
@@ -107,7 +71,7 @@ class _Reader:
     # ---- top level -------------------------------------------------------------------
     def read(self) -> list[Trace]:
         try:
-            self.tables = _tables(self.conn)
+            self.tables = schema.tables(self.conn)
         except sqlite3.DatabaseError as exc:
             hint = ""
             if self.path.endswith((".nsys-rep", ".qdrep")):
@@ -120,9 +84,9 @@ class _Reader:
             raise CopyprofError(
                 "no Nsight Systems activity tables (CUPTI_ACTIVITY_KIND_KERNEL/MEMCPY/MEMSET/RUNTIME, "
                 "NVTX_EVENTS): not an nsys SQLite export, or one made without CUDA/NVTX tracing", path=self.path)
-        readers: dict[str, Callable[[], _Part]] = {KERNEL: self._kernels, MEMCPY: self._memcpys,
+        readers: dict[str, Callable[[], schema.Part]] = {KERNEL: self._kernels, MEMCPY: self._memcpys,
                                                    MEMSET: self._memsets, RUNTIME: self._runtime, NVTX: self._nvtx}
-        parts: list[_Part] = []
+        parts: list[schema.Part] = []
         read: list[str] = []
         for table in present:
             try:
@@ -139,7 +103,7 @@ class _Reader:
             self.warnings.append("the activity tables hold no rows")
         return self._split(parts, read)
 
-    def _split(self, parts: list[_Part], tables_read: list[str]) -> list[Trace]:
+    def _split(self, parts: list[schema.Part], tables_read: list[str]) -> list[Trace]:
         """One Trace per process; ranks from ``MPI Rank N`` thread names, else pid order."""
         keys = np.unique(np.concatenate([p.pid for p in parts] + [np.empty(0, np.int64)]))
         keys = sorted((int(k) for k in keys if k >= 0), key=lambda g: ((g >> 24) & TID_MASK, g))
@@ -163,11 +127,11 @@ class _Reader:
         general = self._general_meta(tables_read)
         traces = []
         for i, (key, rank) in enumerate(zip(groups, ranks)):
-            sel = [p if key is None else _subset(p, (p.pid == key) | ((p.pid < 0) & (i == 0))) for p in parts]
+            sel = [p if key is None else schema.subset(p, (p.pid == key) | ((p.pid < 0) & (i == 0))) for p in parts]
             traces.append(self._trace(sel, key if key is not None else (keys[0] if keys else None), rank, general))
         return traces
 
-    def _trace(self, parts: list[_Part], key: int | None, rank: int, general: dict[str, Any]) -> Trace:
+    def _trace(self, parts: list[schema.Part], key: int | None, rank: int, general: dict[str, Any]) -> Trace:
         index: dict[str, int] = {}
         codes, cols_list, kinds = [], [], []
         for p in parts:
@@ -206,7 +170,7 @@ class _Reader:
             warnings=list(self.warnings), partial="; ".join(self.problems) or None), table)
 
     # ---- activity tables -------------------------------------------------------------
-    def _kernels(self) -> _Part:
+    def _kernels(self) -> schema.Part:
         a = self._fetch(KERNEL, ["start", "end", "deviceId", "streamId", "correlationId", "globalPid",
                                  "demangledName", "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY",
                                  "blockZ", "graphNodeId", "graphId"])
@@ -215,13 +179,13 @@ class _Reader:
         def label(k: list[int]) -> str:
             return strings.get(k[0]) or strings.get(k[1]) or f"<kernel name id {k[0]}>"
 
-        names, codes = _intern(a[:, 6:8], label)
-        cols = _common(a)
+        names, codes = schema.intern(a[:, 6:8], label)
+        cols = schema.common(a)
         cols.update(grid_x=a[:, 8], grid_y=a[:, 9], grid_z=a[:, 10], block_x=a[:, 11], block_y=a[:, 12],
                     block_z=a[:, 13], graph_node_id=a[:, 14], graph_id=a[:, 15])
-        return _Part("kernel", names, codes, cols, a[:, 5])
+        return schema.Part("kernel", names, codes, cols, a[:, 5])
 
-    def _memcpys(self) -> _Part:
+    def _memcpys(self) -> schema.Part:
         a = self._fetch(MEMCPY, ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes",
                                  "copyKind", "srcKind", "dstKind", "graphNodeId"])
         dirs, mems = self._copy_kinds(), self._mem_kinds()
@@ -232,23 +196,23 @@ class _Reader:
                 return f"Memcpy {d}"
             return f"Memcpy {d} ({mems.get(k[1], '?')} -> {mems.get(k[2], '?')})"
 
-        names, codes = _intern(a[:, 7:10], label)
-        cols = _common(a)
+        names, codes = schema.intern(a[:, 7:10], label)
+        cols = schema.common(a)
         cols.update(bytes=a[:, 6], bytes_src=np.where(a[:, 6] >= 0, "event", "none"), graph_node_id=a[:, 10])
         uniq, inv = np.unique(a[:, 7], return_inverse=True)
         cols["copy_dir"] = np.array([dirs.get(int(k), f"kind{k}") for k in uniq], dtype=object)[inv.reshape(-1)]
-        return _Part("memcpy", names, codes, cols, a[:, 5])
+        return schema.Part("memcpy", names, codes, cols, a[:, 5])
 
-    def _memsets(self) -> _Part:
+    def _memsets(self) -> schema.Part:
         a = self._fetch(MEMSET, ["start", "end", "deviceId", "streamId", "correlationId", "globalPid", "bytes",
                                  "memKind", "graphNodeId"])
         mems = self._mem_kinds()
-        names, codes = _intern(a[:, 7], lambda k: f"Memset ({mems[k]})" if k in mems else "Memset")
-        cols = _common(a)
+        names, codes = schema.intern(a[:, 7], lambda k: f"Memset ({mems[k]})" if k in mems else "Memset")
+        cols = schema.common(a)
         cols.update(bytes=a[:, 6], bytes_src=np.where(a[:, 6] >= 0, "event", "none"), graph_node_id=a[:, 8])
-        return _Part("memset", names, codes, cols, a[:, 5])
+        return schema.Part("memset", names, codes, cols, a[:, 5])
 
-    def _runtime(self) -> _Part:
+    def _runtime(self) -> schema.Part:
         a = self._fetch(RUNTIME, ["start", "end", "globalTid", "correlationId", "nameId", "eventClass"])
         skip = self._enum_ids("ENUM_NSYS_EVENT_CLASS", BACKTRACE_CLASSES)
         back = np.isin(a[:, 5], list(skip))
@@ -256,12 +220,12 @@ class _Reader:
             self.meta_extra["runtime_backtrace_rows_skipped"] = int(back.sum())
             a = a[~back]
         strings = self._strings(a[:, 4])
-        names, codes = _intern(a[:, 4], lambda k: _VERSION_SUFFIX.sub("", strings.get(k, f"<api name id {k}>")))
-        cols = {"start_ns": a[:, 0], "dur_ns": np.maximum(a[:, 1] - a[:, 0], 0), "stream": _tid(a[:, 2]),
+        names, codes = schema.intern(a[:, 4], lambda k: _VERSION_SUFFIX.sub("", strings.get(k, f"<api name id {k}>")))
+        cols = {"start_ns": a[:, 0], "dur_ns": np.maximum(a[:, 1] - a[:, 0], 0), "stream": schema.tid(a[:, 2]),
                 "correlation": a[:, 3]}
-        return _Part("runtime", names, codes, cols, _pid_of_tid(a[:, 2]))
+        return schema.Part("runtime", names, codes, cols, schema.pid_of_tid(a[:, 2]))
 
-    def _nvtx(self) -> _Part:
+    def _nvtx(self) -> schema.Part:
         types = self._enum_ids("ENUM_NSYS_EVENT_TYPE", NVTX_RANGE_TYPES)
         a, texts = self._fetch(NVTX, ["start", "end", "globalTid", "textId"], text="text",
                                where=f'"eventType" IN ({",".join(map(str, sorted(types)))})')
@@ -269,7 +233,7 @@ class _Reader:
         if total > len(a):
             self.meta_extra["nvtx_non_range_rows_skipped"] = int(total - len(a))
         strings = self._strings(a[:, 3])
-        labels = pd.Series([_text(t) for t in texts], dtype=object)
+        labels = pd.Series([schema.text(t) for t in texts], dtype=object)
         missing = labels.isna().to_numpy()
         labels[missing] = [strings.get(int(k), "") for k in a[missing, 3]]
         codes, uniq = pd.factorize(labels)
@@ -277,8 +241,8 @@ class _Reader:
         if open_ended.any():
             self.warnings.append(f"{int(open_ended.sum())} NVTX ranges have no end (kept with duration 0)")
         cols = {"start_ns": a[:, 0], "dur_ns": np.where(open_ended, 0, np.maximum(a[:, 1] - a[:, 0], 0)),
-                "stream": _tid(a[:, 2])}
-        return _Part("annotation", [str(u) for u in uniq], codes.astype(np.int32), cols, _pid_of_tid(a[:, 2]))
+                "stream": schema.tid(a[:, 2])}
+        return schema.Part("annotation", [str(u) for u in uniq], codes.astype(np.int32), cols, schema.pid_of_tid(a[:, 2]))
 
     # ---- helpers ---------------------------------------------------------------------
     def _fetch(self, table: str, columns: list[str], text: str | None = None, where: str = "") -> Any:
@@ -327,7 +291,7 @@ class _Reader:
             batch = wanted[i:i + _IN_BATCH]
             rows = self.conn.execute(f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(batch))})",
                                      batch)
-            out.update((i, _text(v) or "") for i, v in rows)
+            out.update((i, schema.text(v) or "") for i, v in rows)
         return out
 
     def _enum(self, table: str, column: str = "name") -> dict[int, str]:
@@ -335,7 +299,7 @@ class _Reader:
             return {}
         try:
             rows = self.conn.execute(f'SELECT id, "{column}" FROM "{table}"').fetchall()
-            return {i: str(_text(v)) for i, v in rows if v is not None and type(i) is int}
+            return {i: str(schema.text(v)) for i, v in rows if v is not None and type(i) is int}
         except sqlite3.DatabaseError:
             return {}
 
@@ -367,7 +331,7 @@ class _Reader:
         except sqlite3.DatabaseError:
             return {}
         for g, text in rows:
-            m = _MPI_RANK.fullmatch(_text(text) or "")
+            m = _MPI_RANK.fullmatch(schema.text(text) or "")
             if m and type(g) is int:
                 found.setdefault(g & ~TID_MASK, set()).add(int(m.group(1)))
         return {k: v.pop() for k, v in found.items() if len(v) == 1}
@@ -377,8 +341,8 @@ class _Reader:
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
             if table in self.tables:
                 rows = dict(self._safe(f'SELECT name, value FROM "{table}"'))
-                metadata["nsys_schema"] = _text(rows.get("EXPORT_SCHEMA_VERSION"))
-                metadata["nsys_version"] = _text(rows.get("EXPORT_PRODUCT_VERSION"))
+                metadata["nsys_schema"] = schema.text(rows.get("EXPORT_SCHEMA_VERSION"))
+                metadata["nsys_version"] = schema.text(rows.get("EXPORT_PRODUCT_VERSION"))
                 break
         if "TARGET_INFO_SESSION_START_TIME" in self.tables:
             row = self._safe("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
@@ -391,11 +355,11 @@ class _Reader:
             sql = f"SELECT {', '.join(pick)} FROM TARGET_INFO_GPU ORDER BY id"
             for gid, name, major, minor, sms in self._safe(sql):
                 arch = f"sm_{major}{minor}" if type(major) is int and type(minor) is int else ""
-                devices.setdefault(_text(gid), {"name": _text(name) or "", "arch": arch,
+                devices.setdefault(schema.text(gid), {"name": schema.text(name) or "", "arch": arch,
                                                 "sms": sms if type(sms) is int else None})
         procs: dict[int, str] = {}
         if "PROCESSES" in self.tables:
-            procs = {g: _text(n) for g, n in self._safe("SELECT globalPid, name FROM PROCESSES") if type(g) is int}
+            procs = {g: schema.text(n) for g, n in self._safe("SELECT globalPid, name FROM PROCESSES") if type(g) is int}
         return {"metadata": metadata, "devices": list(devices.values()), "procs": procs, "tables_read": tables_read}
 
     def _safe(self, sql: str) -> list[tuple[Any, ...]]:
@@ -405,44 +369,3 @@ class _Reader:
         except sqlite3.DatabaseError as exc:
             self.warnings.append(f"could not read side table ({exc}): {sql[:60]}")
             return []
-
-
-def _text(value: Any) -> str | None:
-    """A name cell as text: blobs decoded leniently, numbers spelled out, NULL kept as None."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-
-
-def _common(a: np.ndarray) -> dict[str, np.ndarray]:
-    """Columns 0-4 of every GPU activity SELECT: start, end, deviceId, streamId, correlationId."""
-    return {"start_ns": a[:, 0], "dur_ns": np.maximum(a[:, 1] - a[:, 0], 0), "device": a[:, 2],
-            "stream": a[:, 3], "correlation": a[:, 4]}
-
-
-def _tid(g: np.ndarray) -> np.ndarray:
-    return np.where(g >= 0, g & TID_MASK, -1)
-
-
-def _pid_of_tid(g: np.ndarray) -> np.ndarray:
-    return np.where(g >= 0, g & ~TID_MASK, -1)
-
-
-def _intern(keys: np.ndarray, label: Callable[[Any], str]) -> tuple[list[str], np.ndarray]:
-    """Name each distinct key (an id or a row of ids) once; return unique names and per-row codes."""
-    if len(keys) == 0:
-        return [], np.empty(0, np.int32)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    index: dict[str, int] = {}
-    remap = np.array([index.setdefault(label(k), len(index)) for k in uniq.tolist()], dtype=np.int32)
-    return list(index), remap[inv.reshape(-1)]
-
-
-def _subset(p: _Part, mask: np.ndarray) -> _Part:
-    return _Part(p.kind, p.names, p.codes[mask], {k: v[mask] for k, v in p.cols.items()}, p.pid[mask])

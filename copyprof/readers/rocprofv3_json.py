@@ -22,7 +22,7 @@ import numpy as np
 
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace, TraceMeta
-from copyprof.readers.rocprofv3_csv import assemble, copy_dir_of, finish_meta, grid_blocks, memcpy_name, part
+from copyprof.readers.rocprof_parts import assemble, copy_dir_of, finish_meta, grid_blocks, memcpy_name, part
 from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.source import open_binary
 
