@@ -126,3 +126,24 @@ def test_entry_from_other_code_is_a_miss(tmp_path, run_dir, monkeypatch):
     assert key == result_cache.result_key(str(run_dir), [src.paths], {"layout": None})
     monkeypatch.setattr(result_cache, "package_hash", lambda: "0" * 32)
     assert result_cache.result_key(str(run_dir), [src.paths], {"layout": None}) != key
+
+
+def test_file_changed_while_read_is_not_cached(tmp_path, run_dir, monkeypatch):
+    """A trace still being written (a live capture) changes between the key and the end of the
+    analysis: the result must not be stored under the old content's key."""
+    from copyprof.cli import report_cmd
+
+    trace = next(run_dir.glob("*.pt.trace.json.gz"))
+    real = report_cmd._analyze
+
+    def analyze_then_touch(*args, **kw):
+        out = real(*args, **kw)
+        trace.write_bytes(trace.read_bytes())  # same bytes, new mtime/ctime: another file now
+        return out
+
+    monkeypatch.setattr(report_cmd, "_analyze", analyze_then_touch)
+    first = report_cmd._load_run(str(run_dir), None, None, False, 1, True)
+    assert first["steps"]["decode"] > 0 and _entries(tmp_path) == []
+    monkeypatch.setattr(report_cmd, "_analyze", real)
+    report_cmd._load_run(str(run_dir), None, None, False, 1, True)
+    assert len(_entries(tmp_path)) == 1  # unchanged since: cached

@@ -19,11 +19,13 @@ from copyprof.result_cache import load_result, result_key, store_result
 def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps: bool, jobs: int | None,
               cache: bool) -> dict[str, Any]:
     sources = discover([path])
-    key = result_key(path, [s.paths for s in sources], {"layout": layout, "rank": rank, "all_steps": all_steps}) if cache else None
+    options = {"layout": layout, "rank": rank, "all_steps": all_steps}
+    key = result_key(path, [s.paths for s in sources], options) if cache else None
     result = load_result(key)
     if result is None:
         result = _analyze(path, sources, layout, rank, all_steps, jobs, cache)
-        store_result(key, result)
+        if key is not None and result_key(path, [s.paths for s in sources], options) == key:
+            store_result(key, result)  # not when a file changed while it was read (a live capture)
     return result
 
 
