@@ -163,9 +163,10 @@ def decode_pool(sources: list[Source], jobs: int, cache: bool = False) -> ChunkP
 
 
 def read_sources(sources: list[Source], *, pool: ChunkPool | None = None, cache: bool = False,
-                 progress: Callable[[Source], None] | None = None) -> list[Trace]:
+                 progress: Callable[[Source], None] | None = None, background_writes: bool = False) -> list[Trace]:
     """Read every source, Kineto chunks decoded in ``pool`` when given; with ``cache`` the
-    tables are served from / stored into the on-disk cache."""
+    tables are served from / stored into the on-disk cache (with ``background_writes``, new
+    entries are written while the caller goes on: call ``cache.wait_for_writes()``)."""
     from copyprof.cache import TableCache, cached_read  # numpy/pandas: not needed to discover sources
 
     table_cache = TableCache() if cache else None
@@ -173,7 +174,8 @@ def read_sources(sources: list[Source], *, pool: ChunkPool | None = None, cache:
     for src in sources:
         if progress:
             progress(src)
-        traces.extend(cached_read(table_cache, src.fmt, src.paths, lambda src=src: read_source(src, pool)))
+        traces.extend(cached_read(table_cache, src.fmt, src.paths, lambda src=src: read_source(src, pool),
+                                  background=background_writes))
     return traces
 
 

@@ -191,3 +191,17 @@ def test_no_decode_workers_when_the_cache_serves_every_source(tmp_path, trace, m
     _read(TableCache(), trace)
     assert TableCache().fresh(sources[0].fmt, sources[0].paths)
     assert decode_pool(sources, 2, cache=True) is None
+
+
+def test_report_with_an_unusable_cache_dir_says_nothing(tmp_path, trace, monkeypatch):
+    """Tables are written by a background thread during the analysis: a cache that cannot be
+    written (here the cache 'directory' is a file) must cost nothing — same report, exit 0,
+    empty stderr (no thread traceback), and nothing left behind."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("COPYPROF_CACHE_DIR", str(blocker))
+    args = ("report", str(trace.parent), "--format", "json")
+    proc = run_cli(*args)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout == run_cli(*args, "--no-cache", check=True).stdout
+    assert blocker.read_text() == "x"

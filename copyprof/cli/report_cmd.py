@@ -39,12 +39,18 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
     jobs = jobs or available_cores()
     pool = decode_pool(sources, jobs, cache)  # before the progress display's thread starts (fork)
     try:
-        with reading_progress(len(sources)) as advance:
-            traces = read_sources(sources, pool=pool, cache=cache, progress=lambda src: advance(src.path))
+        try:
+            with reading_progress(len(sources)) as advance:
+                traces = read_sources(sources, pool=pool, cache=cache, progress=lambda src: advance(src.path),
+                                      background_writes=True)  # tables cached while we analyse
+        finally:
+            if pool is not None:
+                pool.close()
+        return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps)
     finally:
-        if pool is not None:
-            pool.close()
-    return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps)
+        from copyprof.cache import wait_for_writes
+
+        wait_for_writes()
 
 
 @cli.command("report")
