@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from copyprof.cache_files import PACKAGE, cache_dir, code_hash_of, file_hash
+from copyprof.cache_files import PACKAGE, cache_dir, code_hash_of, file_hash, identify
 from copyprof.cache_files import file_stat as _stat
 from copyprof.events import Trace, TraceMeta
 
@@ -149,7 +149,7 @@ class TableCache:
 
 def snapshot(paths: tuple[str, ...]) -> list[dict[str, Any]]:
     """Size, mtime and content hash of each file, taken before reading it."""
-    return [{**_stat(p), "blake2b": file_hash(p)} for p in paths]
+    return [identify(p) for p in paths]
 
 
 def _valid(meta: dict[str, Any], fmt: str, paths: tuple[str, ...]) -> bool:

@@ -46,6 +46,11 @@ def file_stat(path: str) -> dict[str, Any]:
     return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
+def identify(path: str) -> dict[str, Any]:
+    """What a cache entry records of an input file: path, size, mtime and content hash."""
+    return {**file_stat(path), "blake2b": file_hash(path)}
+
+
 _code_hashes: dict[tuple[Path, ...], str] = {}
 
 

@@ -26,7 +26,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from copyprof.cache_files import PACKAGE, cache_dir, code_hash_of, file_hash, file_stat
+from copyprof.cache_files import PACKAGE, cache_dir, code_hash_of, identify
 
 FORMAT_VERSION = 1
 SIDECAR_MAX_BYTES = 16 << 20  # small files at the top of a run directory are hashed too
@@ -42,18 +42,14 @@ def result_key(path: str, source_paths: list[tuple[str, ...]], options: dict[str
     """Key of the analysis of ``path`` read from ``source_paths``; None when a file cannot be
     identified (then nothing is cached)."""
     try:
-        files = [_identify(p) for paths in source_paths for p in paths]
-        files += [_identify(p) for p in _sidecars(path, {p for paths in source_paths for p in paths})]
+        files = [identify(p) for paths in source_paths for p in paths]
+        files += [identify(p) for p in _sidecars(path, {p for paths in source_paths for p in paths})]
     except OSError:
         return None
     opts = {k: (asdict(v) if is_dataclass(v) and not isinstance(v, type) else v) for k, v in options.items()}
     doc = json.dumps([FORMAT_VERSION, package_hash(), path, os.path.abspath(path), opts, files],
                      sort_keys=True, default=str)
     return hashlib.blake2b(doc.encode(), digest_size=20).hexdigest()
-
-
-def _identify(path: str) -> dict[str, Any]:
-    return {**file_stat(path), "blake2b": file_hash(path)}
 
 
 def _sidecars(path: str, sources: set[str]) -> list[str]:

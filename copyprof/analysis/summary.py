@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from copyprof.events import KINDS, Trace
-from copyprof.taxonomy.copies import copy_class, resolve_copy_bytes
+from copyprof.events import BYTES_SOURCES, KINDS, Trace
+from copyprof.taxonomy.copies import copy_class, resolve_bytes_at
 from copyprof.taxonomy.devices import device_cus
 
 
@@ -17,8 +18,10 @@ def summarize(trace: Trace) -> dict[str, Any]:
     ev = trace.events
     meta = trace.meta
     cls = copy_class(ev)
-    ev = resolve_copy_bytes(ev, cls, cus=device_cus(meta.devices))
-    d2d = ev[(cls == "d2d").to_numpy()]
+    rows = np.flatnonzero((cls == "d2d").to_numpy())
+    d2d = ev.iloc[rows].copy()  # only the copies get their bytes resolved: no copy of the whole table
+    nbytes, src = resolve_bytes_at(ev, rows, cus=device_cus(meta.devices))
+    d2d["bytes"], d2d["bytes_src"] = nbytes, pd.Categorical(src, categories=BYTES_SOURCES)
     elem = ev[(cls == "elementwise_copy").to_numpy()]
     counts = {k: int(meta.kind_counts.get(k, int((ev["kind"] == k).sum()))) for k in KINDS}
     return {

@@ -299,16 +299,6 @@ def _kept(values: tuple[Any, ...], keep: np.ndarray, dtype: type, tolerant: Any)
         return tolerant(list(compress(values, keep)))
 
 
-def _kept_dim3(values: tuple[Any, ...], keep: np.ndarray, n: int) -> np.ndarray:
-    """``_dim3`` of the kept values (see :func:`_kept`)."""
-    if len(values) and None not in values and set(map(len, values)) == {3}:
-        try:
-            return np.fromiter(chain.from_iterable(values), dtype=np.int64, count=3 * len(values)).reshape(-1, 3)[keep]
-        except OverflowError:
-            pass
-    return _dim3(tuple(compress(values, keep)), n)
-
-
 def columnize(events: list[Any]) -> ChunkResult:
     """Columns for the kept events of a chunk (see copyprof.events for the schema)."""
     res = ChunkResult()
@@ -327,7 +317,6 @@ def columnize(events: list[Any]) -> ChunkResult:
         keep[cpu_rows] = np.fromiter(map(HOST_COPY_OPS.__contains__, cpu_names), dtype=bool, count=len(cpu_rows))
     kind = kind_all[keep]
     on_gpu = gpu_all[keep]
-    n = len(kind)
     codes, res.names = _factorize(list(compress(name, keep)))
     res.name_codes = codes
     rt_names = np.bincount(codes[kind == _RUNTIME], minlength=len(res.names))
@@ -349,8 +338,8 @@ def columnize(events: list[Any]) -> ChunkResult:
     dev = np.where(a["device"] >= 0, a["device"], a["from_device"])
     dev = np.where(dev >= 0, dev, pid_i)
     stream = np.where(on_gpu & (a["stream"] >= 0), a["stream"], tid_i)
-    grid = _kept_dim3(fields["grid"], keep, n)
-    block = _kept_dim3(fields["block"], keep, n)
+    grid = _dim3(fields["grid"], len(keep))[keep]  # _dim3 is exact value by value: mask afterwards
+    block = _dim3(fields["block"], len(keep))[keep]
     arg_kind = [fields["kind"][i] for i in np.flatnonzero(keep)[kind == _MEMCPY].tolist()]
     i32 = np.int32  # the table's dtype for these (events._INT_COLUMNS); cast here, once
     cols = {
