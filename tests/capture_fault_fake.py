@@ -202,6 +202,14 @@ class Run:
         return dirs[0]
 
 
+def own_traceback(err: str) -> bool:
+    """Whether copyprof itself printed a traceback. The server log's last lines, which copyprof
+    quotes indented under its error, may hold the server's own tracebacks (http.server prints
+    one when a client connection is reset, as vLLM's log does for its failures): those are the
+    evidence a user needs, not a copyprof crash."""
+    return any(line.startswith("Traceback (most recent call last)") for line in err.splitlines())
+
+
 def assert_aftermath(run_dir: Path, status: str, stage: str | None = None) -> dict:
     """The promises every faulted run keeps (``status``: what run.json's failure says); returns run.json."""
     data = read_run_json(run_dir)
