@@ -15,6 +15,7 @@ frame is built without pandas' consolidation copy, so peak memory is about one t
 """
 from __future__ import annotations
 
+import mmap
 import os
 import re
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from copyprof.errors import CopyprofError
-from copyprof.events import _INT_COLUMNS, BYTES_SOURCES, COLUMNS, KINDS, Trace, TraceMeta
+from copyprof.events import (_INT_COLUMNS, BYTES_SOURCES, COLUMNS, COMPACT_COLUMNS, KINDS, Trace, TraceMeta, compact_ints,
+                             narrowest_int)
 from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.json_stream import MalformedChunk, NotStreamable, StreamState, stream_event_chunks
 from copyprof.readers.kineto_columns import ChunkResult, Event, columnize, convert_event, decode_columns, gc_paused
@@ -42,7 +44,12 @@ class _Columns:
     Why: keeping per-chunk arrays and concatenating at the end holds the table twice at the
     peak (and the freed chunk arrays stay in the heap). Here each chunk is copied into
     columns allocated once with room for the rows the file size suggests (untouched pages
-    cost no memory) and doubled in the rare case the guess was short.
+    cost no memory) and doubled in the rare case the guess was short. The room is an anonymous
+    mapping of our own, not a numpy allocation: numpy advises huge pages for arrays over 4 MB,
+    and then the partly filled 2 MB page at each column's end costs up to 2 MB per column
+    (~10 MB over a 1 GB trace's table, measured). Compact columns
+    (events.COMPACT_COLUMNS) are kept in the narrowest dtype their values so far need and widened
+    when a chunk needs more: the finished column has the dtype events.compact_ints would give.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -52,20 +59,43 @@ class _Columns:
 
     def append(self, cols: dict[str, np.ndarray], n: int) -> None:
         if not self.cols:
-            self.cols = {k: np.empty(self.capacity, dtype=v.dtype) for k, v in cols.items()}
+            self.cols = {k: _room(self.capacity, self._dtype(k, v)) for k, v in cols.items()}
         if self.n + n > self.capacity:
             self.capacity = max(2 * self.capacity, self.n + n)
             for k, old in self.cols.items():
-                new = np.empty(self.capacity, dtype=old.dtype)
-                new[: self.n] = old[: self.n]
-                self.cols[k] = new
+                self._reallocate(k, old.dtype)
         for k, v in cols.items():
+            need = self._dtype(k, v, self.cols[k].dtype)
+            if need != self.cols[k].dtype:
+                self._reallocate(k, need)
             self.cols[k][self.n : self.n + n] = v
         self.n += n
+
+    @staticmethod
+    def _dtype(key: str, values: np.ndarray, current: Any = np.int8) -> np.dtype:
+        if key not in COMPACT_COLUMNS and key != "name_code":  # name codes too: few distinct names
+            return values.dtype
+        if not len(values):
+            return np.dtype(current)
+        return narrowest_int(int(values.min()), int(values.max()), at_least=current)
+
+    def _reallocate(self, key: str, dtype: np.dtype) -> None:
+        new = _room(self.capacity, dtype)
+        new[: self.n] = self.cols[key][: self.n]
+        self.cols[key] = new
 
     def take(self) -> dict[str, np.ndarray]:
         cols, self.cols = self.cols, {}
         return {k: v[: self.n] for k, v in cols.items()}
+
+
+def _room(n: int, dtype: np.dtype) -> np.ndarray:
+    """An uninitialised array of ``n`` items in its own anonymous mapping (pages cost memory
+    only once written; the mapping is unmapped when the last view of it goes)."""
+    dtype = np.dtype(dtype)
+    if dtype.hasobject:  # not expected (columns are numeric), but an mmap cannot hold objects
+        return np.empty(n, dtype=dtype)
+    return np.frombuffer(mmap.mmap(-1, max(1, n * dtype.itemsize)), dtype=dtype, count=n)
 
 
 class _Accumulator:
@@ -139,7 +169,12 @@ def table_frame(codes: np.ndarray, names: list[str], cols: dict[str, np.ndarray]
     }
     nbytes = cols["bytes"]
     for col, dtype in _INT_COLUMNS.items():
-        data[col] = np.full(n, rank, dtype=np.int32) if col == "rank" else cols.pop(col).astype(dtype, copy=False)
+        if col == "rank":
+            data[col] = np.full(n, rank, dtype=narrowest_int(rank, rank))
+        elif col in COMPACT_COLUMNS:
+            data[col] = compact_ints(cols.pop(col), dtype)  # already compact (_Columns): no copy
+        else:
+            data[col] = cols.pop(col).astype(dtype, copy=False)
     data["bytes_src"] = pd.Categorical.from_codes((nbytes >= 0).view(np.int8), categories=BYTES_SOURCES)
     data["copy_dir"] = pd.Categorical.from_codes(copy_dir[0], categories=copy_dir[1])
     return pd.DataFrame(data, columns=list(COLUMNS), copy=False)

@@ -122,7 +122,7 @@ def resolve_copy_bytes(events: pd.DataFrame, copy_cls: pd.Series, cus: int | Non
     ev = events.copy()
     rows = np.flatnonzero((copy_cls == "d2d").to_numpy())
     nbytes, src = resolve_bytes_at(ev, rows, cus)
-    all_bytes = ev["bytes"].to_numpy().copy()
+    all_bytes = ev["bytes"].to_numpy().astype(np.int64)  # a copy, wide enough for any resolved size
     all_src = ev["bytes_src"].astype(object).to_numpy(copy=True)
     all_bytes[rows], all_src[rows] = nbytes, src
     ev["bytes"] = all_bytes
