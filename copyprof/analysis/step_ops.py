@@ -12,29 +12,35 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from copyprof.analysis.steps import GPU_KINDS, Steps
+from copyprof.analysis.steps import GPU_KINDS, ROWS_PER_PASS, Steps
 from copyprof.taxonomy.anchors import anchor_kind
 from copyprof.taxonomy.copies import d2d_mask, resolve_bytes_at
 
 
 _ANCHOR_CODE = {"": 0, "mla": 1, "kda": 2}
+MAX_RUNS = 1 << 16  # more runs of one step than this: one argsort beats a list of slices
 
 
 @dataclass
 class StepOps:
-    """GPU ops of the counted steps (``o_*`` positions index these arrays), and their d2d copies.
+    """GPU ops of the counted steps (``o_*`` positions index them, in (step, start) order),
+    and their d2d copies.
 
-    step: per op (int32). c_pos: op positions of the d2d copies, in (step, start) order;
-    c_step, c_start, c_dur, c_code: their step, start, duration and name code; c_gap: idle
-    time after each copy until the next op of the same step starts (>= 0); c_bytes / c_src:
-    resolved bytes and byte source; c_next / c_prev: the name of the nearest kernel after /
-    before each copy in its step ("" when none). Per-op columns other than ``step`` and the
-    anchor counts are not kept: a GB trace has ~10^6 ops and ~10^4 copies."""
+    step_ids / op_first: the counted steps (ascending) and each one's first op position;
+    n_ops: the number of ops. mla_at / kda_at: positions of the MLA / KDA anchor ops. c_pos:
+    op positions of the d2d copies, ascending; c_step, c_start, c_dur, c_code: their step,
+    start, duration and name code; c_gap: idle time after each copy until the next op of the
+    same step starts (>= 0); c_bytes / c_src: resolved bytes and byte source; c_next / c_prev:
+    the name of the nearest kernel after / before each copy in its step ("" when none).
+    Nothing is kept per op: a GB trace has ~10^6 ops and ~10^4 copies, and the per-op arrays
+    of earlier versions (step, anchor counts) were ~13 MB that only boundaries are needed of."""
 
-    step: np.ndarray
     categories: np.ndarray
-    cum_mla: np.ndarray  # cum_mla[i] = MLA anchor ops among the first i ops
-    cum_kda: np.ndarray
+    step_ids: np.ndarray
+    op_first: np.ndarray
+    n_ops: int
+    mla_at: np.ndarray
+    kda_at: np.ndarray
     c_pos: np.ndarray
     c_step: np.ndarray
     c_start: np.ndarray
@@ -48,74 +54,152 @@ class StepOps:
 
     def step_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Step ids (ascending) and, per step, the first op and the first copy (with end sentinels)."""
-        ids, first = np.unique(self.step, return_index=True)
-        ops = np.append(first, len(self.step))
-        copies = np.append(np.searchsorted(self.c_step, ids, side="left"), len(self.c_pos))
-        return ids, ops, copies
+        ops = np.append(self.op_first, self.n_ops)
+        copies = np.append(np.searchsorted(self.c_step, self.step_ids, side="left"), len(self.c_pos))
+        return self.step_ids, ops, copies
 
     def anchor_windows(self, op0: int, bounds: np.ndarray) -> list[str]:
         """Anchor kind ("mla", "kda", "both" or "") of the ops strictly between consecutive
         bounds; the first window starts at the step's first op ``op0``."""
         lo = np.concatenate(([op0], np.asarray(bounds[:-1], dtype=np.int64) + 1)) if len(bounds) else np.array([], dtype=np.int64)
-        mla = (self.cum_mla[bounds] - self.cum_mla[lo]) > 0
-        kda = (self.cum_kda[bounds] - self.cum_kda[lo]) > 0
+        hi = np.asarray(bounds, dtype=np.int64)
+        mla = _count_in(self.mla_at, lo, hi) > 0
+        kda = _count_in(self.kda_at, lo, hi) > 0
         return ["both" if m and k else ("mla" if m else ("kda" if k else "")) for m, k in zip(mla.tolist(), kda.tolist())]
 
 
+def _count_in(positions: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """How many of the sorted ``positions`` lie in [lo, hi) (per pair)."""
+    return np.searchsorted(positions, hi, side="left") - np.searchsorted(positions, lo, side="left")
+
+
 def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int | None) -> StepOps:
-    on_dev = events["on_gpu"].to_numpy() & events["kind"].isin(GPU_KINDS).to_numpy()
-    if steps.device >= 0:
-        on_dev &= events["device"].to_numpy() == steps.device
-    sel = np.flatnonzero(on_dev & np.isin(steps.step_of, counted))
+    rows = _counted_rows(events, steps, counted)
+    n_ops = len(rows)
+    step = steps.step_of[rows]
+    heads = np.flatnonzero(step[1:] != step[:-1]) + 1 if n_ops else np.zeros(0, dtype=np.int64)
+    op_first = np.concatenate(([0], heads)) if n_ops else np.zeros(0, dtype=np.int64)
+    step_ids = step[op_first].astype(np.int64)
+    del step, heads
     start_all = events["start_ns"].to_numpy()
-    order = np.lexsort((start_all[sel], steps.step_of[sel]))  # stable: ties keep table order
-    rows = sel[order]
-    del sel, order
-    step = steps.step_of[rows].astype(np.int32 if len(rows) and steps.step_of.max() < 2**31 else np.int64)
-    start = start_all[rows]
-    codes = events["name"].cat.codes.to_numpy()[rows]
+    codes_all = events["name"].cat.codes.to_numpy()
     categories = events["name"].cat.categories.to_numpy(dtype=object)
-    is_kernel = (events["kind"] == "kernel").to_numpy()[rows]
+    kernels = np.flatnonzero((events["kind"] == "kernel").to_numpy()[rows]).astype(rows.dtype)
     c_pos = np.flatnonzero(d2d_mask(events)[rows])
     c_rows = rows[c_pos]
-    del rows
     c_bytes, c_src = resolve_bytes_at(events, c_rows, cus)
     c_dur = events["dur_ns"].to_numpy()[c_rows]
+    c_start = start_all[c_rows]
     anchors = np.array([_ANCHOR_CODE[anchor_kind(n)] for n in categories], dtype=np.int8)
-    op_anchor = anchors[codes] if len(categories) else np.zeros(len(step), dtype=np.int8)
+    op_anchor = anchors[codes_all[rows]] if len(categories) else np.zeros(n_ops, dtype=np.int8)
+    mla_at = np.flatnonzero(op_anchor == _ANCHOR_CODE["mla"])
+    kda_at = np.flatnonzero(op_anchor == _ANCHOR_CODE["kda"])
+    del op_anchor
+    step_end = np.append(op_first[1:], n_ops)  # one past each step's last op
+    c_end = step_end[np.searchsorted(op_first, c_pos, side="right") - 1] if len(c_pos) else np.zeros(0, dtype=np.int64)
+    nxt = np.minimum(c_pos + 1, max(n_ops - 1, 0))
+    same = c_pos + 1 < c_end
+    c_gap = np.where(same, np.maximum(start_all[rows[nxt]] - (c_start + c_dur), 0), 0) if len(c_pos) else np.zeros(0, dtype=np.int64)
+    c_code = codes_all[c_rows]
+    names = (rows, codes_all, categories)
     return StepOps(
-        step=step, categories=categories,
-        cum_mla=_cumulative(op_anchor == _ANCHOR_CODE["mla"]), cum_kda=_cumulative(op_anchor == _ANCHOR_CODE["kda"]),
-        c_pos=c_pos, c_step=step[c_pos], c_start=start[c_pos], c_dur=c_dur,
-        c_gap=_gap_after(step, start, c_pos, c_dur), c_code=codes[c_pos], c_bytes=c_bytes, c_src=c_src,
-        c_next=_kernel_names(step, is_kernel, codes, categories, c_pos, after=True),
-        c_prev=_kernel_names(step, is_kernel, codes, categories, c_pos, after=False),
+        categories=categories, step_ids=step_ids, op_first=op_first, n_ops=n_ops, mla_at=mla_at, kda_at=kda_at,
+        c_pos=c_pos, c_step=step_ids[np.searchsorted(op_first, c_pos, side="right") - 1] if len(c_pos) else np.zeros(0, dtype=np.int64),
+        c_start=c_start, c_dur=c_dur, c_gap=c_gap, c_code=c_code, c_bytes=c_bytes, c_src=c_src,
+        c_next=_kernel_names(kernels, op_first, c_pos, names, after=True),
+        c_prev=_kernel_names(kernels, op_first, c_pos, names, after=False),
     )
 
 
-def _cumulative(mask: np.ndarray) -> np.ndarray:
-    return np.concatenate(([0], np.cumsum(mask, dtype=np.int32 if len(mask) < 2**31 else np.int64)))
+def _counted_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> np.ndarray:
+    """Table positions of the counted steps' GPU ops on the step device, in (step, start)
+    order, ties in table order: what a stable ``lexsort((start, step))`` gives, without its
+    ~25 MB of sort keys and indices on a 1 GB trace. Rows are picked a block at a time, and
+    they come nearly sorted (a trace lists a stream's work in time order), so runs of one
+    step are reordered only when steps interleave, then each step that is out of time order
+    is sorted by start on its own."""
+    rows = _pick_rows(events, steps, counted)
+    runs, run_step = _runs(steps.step_of[rows])  # runs of rows of one step, in table order
+    if len(run_step) > 1 and (run_step[1:] < run_step[:-1]).any():
+        if len(run_step) <= MAX_RUNS:  # a stable sort of the runs by step keeps each step's rows in table order
+            by_step = np.argsort(run_step, kind="stable")
+            lengths = np.diff(runs)[by_step]
+            rows = np.concatenate([rows[runs[i] : runs[i + 1]] for i in by_step.tolist()])
+            runs, run_step = np.concatenate(([0], np.cumsum(lengths))), run_step[by_step]
+        else:  # steps interleave op by op: one stable sort of all rows
+            rows = rows[np.argsort(steps.step_of[rows], kind="stable")]
+            runs, run_step = _runs(steps.step_of[rows])
+    first_run = np.concatenate(([True], run_step[1:] != run_step[:-1]))[: len(run_step)]  # runs that start a step
+    bounds = np.append(runs[:-1][first_run], runs[-1])
+    start = events["start_ns"].to_numpy()
+    for k in _steps_out_of_time_order(start, rows, bounds):
+        part = rows[bounds[k] : bounds[k + 1]]
+        part[:] = part[np.argsort(start[part], kind="stable")]
+    return rows
 
 
-def _gap_after(step: np.ndarray, start: np.ndarray, at: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Idle time after the ops at ``at`` (durations ``dur``) until the next op of the same
-    step starts (>= 0; 0 for a step's last op)."""
-    nxt = np.minimum(at + 1, len(step) - 1)
-    same = (at + 1 < len(step)) & (step[nxt] == step[at])
-    return np.where(same, np.maximum(start[nxt] - (start[at] + dur), 0), 0)
+def _runs(step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where runs of equal values start (then the end), and each run's value."""
+    if not len(step):
+        return np.zeros(1, dtype=np.int64), step[:0]
+    runs = np.concatenate(([0], np.flatnonzero(step[1:] != step[:-1]) + 1, [len(step)]))
+    return runs, step[runs[:-1]]
 
 
-def _kernel_names(step: np.ndarray, is_kernel: np.ndarray, codes: np.ndarray, categories: np.ndarray,
-                  at: np.ndarray, *, after: bool) -> np.ndarray:
-    """Name of the nearest kernel after (or before) each op position in ``at``, in the same step."""
-    kernels = np.flatnonzero(is_kernel)
+def _pick_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> np.ndarray:
+    """Positions (int32 below 2**31 rows) of the GPU ops on the step device in a counted step,
+    found a block of rows at a time (through the kind column's codes: no mask of the table)."""
+    step_of = steps.step_of
+    on_gpu = events["on_gpu"].to_numpy()
+    kind = events["kind"]
+    kind_codes = kind.cat.codes.to_numpy()
+    gpu_codes = [i for i, k in enumerate(kind.cat.categories) if k in GPU_KINDS]
+    device = events["device"].to_numpy() if steps.device >= 0 else None
+    counted = np.asarray(counted, dtype=np.int64)
+    wanted = np.zeros(max(int(step_of.max(initial=-1)), int(counted.max(initial=-1))) + 2, dtype=bool)
+    wanted[counted[counted >= 0] + 1] = True  # indexed by step + 1: row -1 (no step) is never wanted
+    # Room for every row; only the pages written become resident, and the result is a view.
+    rows = np.empty(len(on_gpu), dtype=np.int32 if len(on_gpu) < 2**31 else np.int64)
+    n = 0
+    for lo in range(0, len(on_gpu), ROWS_PER_PASS):
+        hi = lo + ROWS_PER_PASS
+        keep = on_gpu[lo:hi] & np.isin(kind_codes[lo:hi], gpu_codes) & wanted[step_of[lo:hi] + 1]
+        if device is not None:
+            keep &= device[lo:hi] == steps.device
+        found = lo + np.flatnonzero(keep)
+        rows[n : n + len(found)] = found
+        n += len(found)
+    return rows[:n]
+
+
+def _steps_out_of_time_order(start: np.ndarray, rows: np.ndarray, bounds: np.ndarray) -> list[int]:
+    """Indexes of the steps (``bounds``: first row of each, then the end) with an op that
+    starts before the op listed ahead of it; read a block at a time."""
+    found: set[int] = set()
+    for lo in range(0, max(len(rows) - 1, 0), ROWS_PER_PASS):
+        hi = min(lo + ROWS_PER_PASS, len(rows) - 1)
+        t = start[rows[lo : hi + 1]]
+        back = lo + np.flatnonzero(t[1:] < t[:-1])  # row back+1 starts before row back
+        step_of_next = np.searchsorted(bounds, back + 1, side="right") - 1
+        inside = bounds[step_of_next] != back + 1  # not the first row of a step
+        found.update(step_of_next[inside].tolist())
+    return sorted(found)
+
+
+def _kernel_names(kernels: np.ndarray, op_first: np.ndarray, at: np.ndarray,
+                  names: tuple[np.ndarray, np.ndarray, np.ndarray], *, after: bool) -> np.ndarray:
+    """Name of the nearest kernel after (or before) each op position in ``at``, in the same
+    step. ``kernels``: op positions of the kernels; ``names``: (rows, table name codes, categories)."""
+    rows, codes_all, categories = names
     out = np.full(len(at), "", dtype=object)
     if not len(kernels) or not len(at):
         return out
-    j = np.searchsorted(kernels, at, side="right") if after else np.searchsorted(kernels, at, side="left") - 1
+    at_k = at.astype(kernels.dtype)  # same dtype: searchsorted would otherwise cast (copy) all of kernels
+    j = np.searchsorted(kernels, at_k, side="right") if after else np.searchsorted(kernels, at_k, side="left") - 1
     inside = (j >= 0) & (j < len(kernels))
     k = kernels[np.clip(j, 0, len(kernels) - 1)]
-    ok = inside & (step[k] == step[at])
+    same_step = np.searchsorted(op_first, k, side="right") == np.searchsorted(op_first, at, side="right")
+    ok = inside & same_step
     if len(categories):
-        out[ok] = categories[codes[k[ok]]]
+        out[ok] = categories[codes_all[rows[k[ok]]]]
     return out

@@ -26,6 +26,10 @@ from copyprof.taxonomy.annotations import GRAMMARS, parse_step
 from copyprof.taxonomy.copies import is_graph_launch
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
+# Step ids are below the number of GPU events, far below 2**31: int32 halves ``step_of``
+# (one value per event) and every gather from it.
+STEP_DTYPE = np.int32
+ROWS_PER_PASS = 1 << 16  # rows a blockwise pass over the table takes at once: a few MB of temporaries
 
 
 @dataclass
@@ -49,13 +53,15 @@ def segment(events: pd.DataFrame) -> Steps:
     gpu_mask = events["on_gpu"].to_numpy() & events["kind"].isin(GPU_KINDS).to_numpy()
     if not gpu_mask.any():
         return _cpu_annotation_steps(events)
-    device = int(events.loc[gpu_mask, "device"].value_counts().idxmax())
+    # the busiest device; a Series over the numpy values: .loc[mask] would build an index of
+    # every selected row (8 bytes each) only to be dropped
+    device = int(pd.Series(events["device"].to_numpy()[gpu_mask]).value_counts().idxmax())
     gpu_mask &= events["device"].to_numpy() == device
     for rule in (_annotation_steps, _graph_launch_steps, _idle_gap_steps):
         found = rule(events, gpu_mask, device)
         if found is not None:
             return found
-    return Steps("none", _empty_table(), np.full(len(events), -1), device, ["no steps could be found"])
+    return Steps("none", _empty_table(), np.full(len(events), -1, dtype=STEP_DTYPE), device, ["no steps could be found"])
 
 
 def _empty_table() -> pd.DataFrame:
@@ -80,7 +86,7 @@ def _step_annotations(events: pd.DataFrame, on_gpu: bool) -> tuple[pd.DataFrame,
 
 def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> Steps | None:
     cpu_ann, grammar = _step_annotations(events, on_gpu=False)
-    step_of = np.full(len(events), -1, dtype=np.int64)
+    step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     notes: list[str] = []
     if cpu_ann is not None:
         _project_through_correlations(events, cpu_ann, gpu_mask, step_of)
@@ -123,7 +129,7 @@ def _project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_m
         rows = np.flatnonzero(rt_tid == tid)
         order = np.argsort(rt_start[rows], kind="stable")
         starts = rt_start[rows][order]
-        rt_step = np.full(len(order), -1, dtype=np.int64)
+        rt_step = np.full(len(order), -1, dtype=STEP_DTYPE)
         lo = np.searchsorted(starts, ann_lo[mine], side="left")
         hi = np.searchsorted(starts, ann_hi[mine], side="left")
         for a, b, i in zip(lo.tolist(), hi.tolist(), mine.tolist()):
@@ -135,10 +141,13 @@ def _project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_m
         return
     uniq, first = np.unique(np.concatenate(keys), return_index=True)  # first claim of each id
     step_by_key = np.concatenate(values)[first]
-    gpu = np.flatnonzero(gpu_mask)
-    at = np.clip(np.searchsorted(uniq, corr[gpu]), 0, len(uniq) - 1) if len(uniq) else np.zeros(0, np.int64)
-    hit = (uniq[at] == corr[gpu]) if len(uniq) else np.zeros(len(gpu), bool)
-    step_of[gpu[hit]] = step_by_key[at[hit]]
+    if not len(uniq):
+        return
+    for lo in range(0, len(corr), ROWS_PER_PASS):  # blockwise: the lookups' temporaries stay small
+        gpu = lo + np.flatnonzero(gpu_mask[lo : lo + ROWS_PER_PASS])
+        at = np.clip(np.searchsorted(uniq, corr[gpu]), 0, len(uniq) - 1)
+        hit = uniq[at] == corr[gpu]
+        step_of[gpu[hit]] = step_by_key[at[hit]]
 
 
 def _finish(rule: str, grammar: str, ann: pd.DataFrame, events: pd.DataFrame, step_of: np.ndarray,
@@ -161,11 +170,11 @@ def _graph_launch_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int)
     launches = launches.sort_values("start_ns")
     corr_step = {int(c): i for i, c in enumerate(launches["correlation"])}
     mapped = events["correlation"].map(corr_step).to_numpy()
-    step_of = np.full(len(events), -1, dtype=np.int64)
+    step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     ok = gpu_mask & ~np.isnan(mapped.astype(float))
     if not ok.any():
         return None
-    step_of[ok] = mapped[ok].astype(np.int64)
+    step_of[ok] = mapped[ok].astype(STEP_DTYPE)
     n = len(launches)
     table = _build_table(events, step_of, [str(x) for x in launches["name"]], [None] * n, [True] * n)
     notes = ["each graph launch is taken as one decode step (no step annotations); tokens are inferred"]
@@ -189,7 +198,7 @@ def _idle_gap_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> 
     seg_id = np.cumsum(seg_id)
     sizes = np.bincount(seg_id)
     modal = int(np.bincount(sizes).argmax())
-    step_of = np.full(len(events), -1, dtype=np.int64)
+    step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     step_of[order] = seg_id
     n = len(sizes)
     table = _build_table(events, step_of, [f"segment {i}" for i in range(n)], [None] * n, list(sizes == modal))
@@ -214,20 +223,8 @@ def _gap_threshold(gaps: np.ndarray) -> float | None:
 
 def _build_table(events: pd.DataFrame, step_of: np.ndarray, labels: list[str], tokens: list[int | None],
                  is_decode: list[bool | None]) -> pd.DataFrame:
-    sel = step_of >= 0
-    starts = events["start_ns"].to_numpy()[sel]
-    ends = starts + events["dur_ns"].to_numpy()[sel]
-    ids = step_of[sel]
     n = len(labels)
-    first = np.full(n, np.iinfo(np.int64).max)
-    last = np.full(n, np.iinfo(np.int64).min)
-    if len(ids):  # per-step min/max by sorting (ufunc.at takes ~0.1 s per million events here)
-        order = np.argsort(ids, kind="stable")
-        sid = ids[order]
-        heads = np.concatenate(([0], np.flatnonzero(sid[1:] != sid[:-1]) + 1))
-        first[sid[heads]] = np.minimum.reduceat(starts[order], heads)
-        last[sid[heads]] = np.maximum.reduceat(ends[order], heads)
-    count = np.bincount(ids, minlength=n)
+    first, last, count = step_extents(step_of, events["start_ns"].to_numpy(), events["dur_ns"].to_numpy(), n)
     table = pd.DataFrame({
         "step": np.arange(n), "label": labels, "tokens": pd.array(tokens, dtype="Int64"),
         "is_decode": pd.array(is_decode, dtype="boolean"), "start_ns": first, "end_ns": last, "n_events": count,
@@ -240,9 +237,38 @@ def _build_table(events: pd.DataFrame, step_of: np.ndarray, labels: list[str], t
     return table
 
 
+def step_extents(step_of: np.ndarray, start: np.ndarray, dur: np.ndarray, n: int,
+                 rows_per_pass: int = ROWS_PER_PASS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per step id 0..n-1: the earliest start, the latest end and the number of events.
+
+    Per-step min/max by sorting (ufunc.at takes ~0.1 s per million events), a block of rows
+    at a time: the sort's temporaries are a few MB whatever the trace's size (over the whole
+    table at once they were ~50 MB on a 1 GB trace). Min and max are exact, so any block size
+    gives the same figures."""
+    first = np.full(n, np.iinfo(np.int64).max)
+    last = np.full(n, np.iinfo(np.int64).min)
+    count = np.zeros(n, dtype=np.int64)
+    for lo in range(0, len(step_of), rows_per_pass):
+        ids = step_of[lo : lo + rows_per_pass]
+        sel = ids >= 0
+        if not sel.any():
+            continue
+        ids = ids[sel]
+        starts = start[lo : lo + rows_per_pass][sel]
+        ends = starts + dur[lo : lo + rows_per_pass][sel]
+        order = np.argsort(ids, kind="stable")
+        sid = ids[order]
+        heads = np.concatenate(([0], np.flatnonzero(sid[1:] != sid[:-1]) + 1))
+        at = sid[heads]
+        first[at] = np.minimum(first[at], np.minimum.reduceat(starts[order], heads))
+        last[at] = np.maximum(last[at], np.maximum.reduceat(ends[order], heads))
+        count += np.bincount(ids, minlength=n)
+    return first, last, count
+
+
 def _cpu_annotation_steps(events: pd.DataFrame) -> Steps:
     ann, grammar = _step_annotations(events, on_gpu=False)
-    step_of = np.full(len(events), -1, dtype=np.int64)
+    step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     if ann is None:
         return Steps("none", _empty_table(), step_of, -1, ["no GPU events and no step annotations"])
     starts = events["start_ns"].to_numpy()

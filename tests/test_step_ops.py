@@ -1,0 +1,66 @@
+"""The census's row gathering and per-step extents against their plain definitions.
+
+Why: step_ops._counted_rows replaced one ``lexsort((start, step))`` over all GPU rows, and
+steps.step_extents one argsort over the table, with blockwise and run-wise passes that keep a
+1 GB trace's temporaries to a few MB. They must give exactly what the plain versions give —
+same rows, same order (ties in table order), same per-step first start / last end / count —
+for any block size, interleaving of steps and order of start times.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from copyprof.analysis import step_ops
+from copyprof.analysis.steps import Steps, step_extents
+from copyprof.events import KINDS
+
+
+def _case(rng: np.random.Generator, n: int, sorted_steps: bool, sorted_starts: bool) -> tuple[pd.DataFrame, np.ndarray]:
+    step_of = rng.integers(-1, 6, n).astype(np.int32)
+    start = rng.integers(0, 50, n).astype(np.int64)  # many ties: order among them must be the table's
+    if sorted_steps:
+        step_of = np.sort(step_of)
+    if sorted_starts:
+        start = np.sort(start)
+    events = pd.DataFrame({
+        "on_gpu": rng.random(n) < 0.9,
+        "kind": pd.Categorical(rng.choice(["kernel", "memcpy", "memset", "runtime"], n), categories=KINDS),
+        "device": rng.integers(-1, 2, n).astype(np.int8),
+        "start_ns": start,
+        "dur_ns": rng.integers(0, 20, n).astype(np.int16),
+    })
+    return events, step_of
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_counted_rows_equal_a_stable_lexsort(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(seed)
+    events, step_of = _case(rng, int(rng.integers(0, 2500)), seed % 3 == 0, seed % 2 == 0)
+    device = int(rng.integers(-1, 2))
+    counted = np.array([0, 2, 3, 5, 9])  # 9: a counted step no row has
+    monkeypatch.setattr(step_ops, "ROWS_PER_PASS", int(rng.integers(1, 700)))
+    monkeypatch.setattr(step_ops, "MAX_RUNS", 1 << 16 if seed % 4 else int(rng.integers(1, 40)))  # both paths
+    got = step_ops._counted_rows(events, Steps("test", pd.DataFrame(), step_of, device), counted)
+    pick = events["on_gpu"].to_numpy() & events["kind"].isin(["kernel", "memcpy", "memset"]).to_numpy()
+    pick &= np.isin(step_of, counted) & ((events["device"].to_numpy() == device) if device >= 0 else True)
+    rows = np.flatnonzero(pick)
+    expected = rows[np.lexsort((events["start_ns"].to_numpy()[rows], step_of[rows]))]
+    assert got.tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_step_extents_equal_the_per_step_min_max_and_count(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    events, step_of = _case(rng, int(rng.integers(0, 2500)), seed % 2 == 0, False)
+    start, dur = events["start_ns"].to_numpy(), events["dur_ns"].to_numpy()
+    first, last, count = step_extents(step_of, start, dur, 6, rows_per_pass=int(rng.integers(1, 700)))
+    for k in range(6):
+        mine = step_of == k
+        assert count[k] == mine.sum()
+        if mine.any():
+            assert first[k] == start[mine].min() and last[k] == (start[mine] + dur[mine].astype(np.int64)).max()
+        else:  # sentinels, dropped by _build_table (n_events == 0)
+            assert first[k] == np.iinfo(np.int64).max and last[k] == np.iinfo(np.int64).min
+
