@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from copyprof.analysis import step_ops
+from copyprof.analysis import steps as steps_module
 from copyprof.analysis.steps import Steps, step_extents
 from copyprof.events import KINDS
 
@@ -64,3 +65,49 @@ def test_step_extents_equal_the_per_step_min_max_and_count(seed: int) -> None:
         else:  # sentinels, dropped by _build_table (n_events == 0)
             assert first[k] == np.iinfo(np.int64).max and last[k] == np.iinfo(np.int64).min
 
+
+
+def _projection_by_definition(events: pd.DataFrame, ann: pd.DataFrame, gpu_mask: np.ndarray) -> np.ndarray:
+    """step_of by the rule's words: a runtime call belongs to the first CPU range (in the
+    ranges' order) of its thread that contains its start; a correlation id is claimed by the
+    first such call, threads in order of first appearance and each thread's calls in time
+    order (ties in table order); a GPU op takes the step that claimed its id."""
+    corr = events["correlation"].to_numpy()
+    claim: dict[int, int] = {}
+    rt = np.flatnonzero((events["kind"] == "runtime").to_numpy() & (corr >= 0))
+    tids = list(dict.fromkeys(events["stream"].to_numpy()[rt].tolist()))
+    ranges = list(zip(ann["start_ns"], ann["dur_ns"], ann["stream"]))
+    for tid in tids:
+        calls = sorted((int(events["start_ns"].iat[r]), k, int(corr[r])) for k, r in enumerate(rt)
+                       if events["stream"].iat[r] == tid)
+        for start, _, c in calls:
+            inside = [i for i, (lo, d, t) in enumerate(ranges) if t == tid and lo <= start < lo + d]
+            if inside and c not in claim:
+                claim[c] = inside[0]
+    out = np.full(len(events), -1)
+    for r in np.flatnonzero(gpu_mask):
+        out[r] = claim.get(int(corr[r]), -1)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_correlation_projection_follows_its_definition(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two threads with ranges, a third without; calls out of time order on some seeds; ids that
+    # repeat (claimed by the first range) and ids that decrease over time (no sorted shortcut).
+    rng = np.random.default_rng(500 + seed)
+    n = int(rng.integers(1, 400))
+    kind = rng.choice(["runtime", "kernel", "memcpy"], n)
+    events = pd.DataFrame({
+        "kind": pd.Categorical(kind, categories=KINDS),
+        "stream": rng.choice([11, 12, 13], n).astype(np.int32),
+        "start_ns": (np.sort(rng.integers(0, 1000, n)) if seed % 2 else rng.integers(0, 1000, n)).astype(np.int64),
+        "correlation": (rng.integers(-1, n // 2 + 2, n) if seed % 3 else np.arange(n)[::-1]).astype(np.int32),
+    })
+    ann = pd.DataFrame({"stream": np.array([11, 12, 11, 12], dtype=np.int32),
+                        "start_ns": np.array([0, 100, 400, 600], dtype=np.int64),
+                        "dur_ns": np.array([390, 450, 300, 400], dtype=np.int64)})
+    gpu_mask = np.isin(kind, ["kernel", "memcpy"])
+    monkeypatch.setattr(steps_module, "ROWS_PER_PASS", int(rng.integers(1, 300)))
+    got = np.full(n, -1, dtype=steps_module.STEP_DTYPE)
+    steps_module._project_through_correlations(events, ann, gpu_mask, got)
+    assert got.tolist() == _projection_by_definition(events, ann, gpu_mask).tolist()
