@@ -85,3 +85,29 @@ def test_resolved_copy_sizes_are_not_wrapped_by_a_narrow_bytes_column() -> None:
     resolved = resolve_copy_bytes(ev, copy_class(ev), cus=256)
     assert resolved["bytes"].tolist() == [16 * 512 * 16]  # grid work-items x 16 B (taxonomy/copies.py)
     assert resolved["bytes_src"].astype(str).tolist() == ["grid-bound"]
+
+
+def test_analysis_strings_are_python_objects_under_the_cli_option() -> None:
+    # Where pyarrow is installed, pandas >= 3 stores inferred strings as Arrow arrays; loading
+    # its compute library cost ~50 MB in a report (events.use_python_strings). Under the
+    # option the commands set, the census' string columns must be Python-stored, and the
+    # report must not change (the acceptance tests compare its figures).
+    import pandas as pd
+
+    from copyprof.analysis.report import analyze_rank
+    from copyprof.events import use_python_strings
+    from copyprof.load import load
+    from copyprof.models import load_layout
+    from tests.conftest import REPO
+
+    run = sorted((REPO / "traces").glob("replica-kimi-k3-tp8-c16-cuda-graph-baseline-2*"))[0]
+    trace = load([str(sorted(run.glob("rank0.*"))[0])])[0]
+    with pd.option_context("mode.string_storage", pd.get_option("mode.string_storage")):
+        use_python_strings()
+        ra = analyze_rank(trace, load_layout("kimi-k3"))
+    frames = {"copies": ra.census.copies, "steps": ra.steps.table}
+    strings = [(name, col) for name, f in frames.items() for col in f.columns if isinstance(f[col].dtype, pd.StringDtype)]
+    if int(pd.__version__.split(".")[0]) >= 3:  # pandas 2 keeps such columns as plain object arrays
+        assert ("copies", "site") in strings and ("steps", "label") in strings, strings
+    assert all(frames[name][col].dtype.storage == "python" for name, col in strings), strings
+    assert (ra.census.copies["site"] == "mla").sum() == 24 * len(ra.census.per_step)  # 24 MLA layers per step

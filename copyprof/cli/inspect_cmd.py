@@ -14,9 +14,11 @@ def inspect_cmd(paths: tuple[str, ...], fmt: str) -> None:
     # Imported here, not at module level: every command pays only for its own imports.
     from copyprof.analysis.summary import summarize
     from copyprof.cli.progress import reading_progress
+    from copyprof.events import use_python_strings
     from copyprof.load import discover, read_source
     from copyprof.render.inspect_render import render_terminal, to_json
 
+    use_python_strings()
     sources = discover(paths)
     summaries = []
     with reading_progress(len(sources)) as advance:

@@ -33,9 +33,11 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
              jobs: int | None, cache: bool) -> dict[str, Any]:
     from copyprof.analysis.report import analyze_run
     from copyprof.cli.progress import reading_progress
+    from copyprof.events import use_python_strings
     from copyprof.load import decode_pool, read_sources
     from copyprof.parallel import available_cores
 
+    use_python_strings()
     jobs = jobs or available_cores()
     pool = decode_pool(sources, jobs, cache)  # before the progress display's thread starts (fork)
     try:
