@@ -6,7 +6,11 @@ What it does (method in benchmarks/README.md):
    (the largest ``traces/**/*.pt.trace.json.gz``; the public A100 sample if there is none)
    with shifted ``ts`` and offset correlation ids (make_trace.py), and a TP8-like run
    directory of 8 ranks of ~125 MB;
-2. creates HTA 0.5.0's own virtual environment under benchmarks/out/ (pip, once);
+2. creates HTA 0.5.0's own virtual environment under benchmarks/out/ (pip, once), and one for
+   copyprof with only its declared dependencies (``pip install .``, as the Quick start does):
+   each tool is measured with what it installs, not with what this machine happens to have
+   (pandas >= 3 imports pyarrow whenever it is installed: +35 MB of RSS that copyprof never
+   uses). ``--python`` runs copyprof with another interpreter instead (say, the current one);
 3. runs each case in a fresh process under GNU ``time -v`` while sampling the process tree's
    RSS and PSS every 100 ms (PSS counts pages shared by the parent and its decode workers once):
    HTA's ``parse_trace_file``; copyprof's parse alone; ``copyprof report --format json`` with
@@ -16,7 +20,7 @@ What it does (method in benchmarks/README.md):
 4. prints and writes (benchmarks/out/results.{json,md}) MB/s of uncompressed JSON per wall
    second, peak RSS and PSS, and the ratios to HTA.
 
-    python benchmarks/bench_parse.py [--repeat 3] [--skip-hta] [--mb 1000] [--rank-mb 125]
+    python benchmarks/bench_parse.py [--repeat 3] [--skip-hta] [--mb 1000] [--rank-mb 125] [--python PY]
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ REPO = HERE.parent
 OUT = HERE / "out"
 HTA_VENV = OUT / "hta-venv"
 HTA_VERSION = "0.5.0"
+COPYPROF_VENV = OUT / "copyprof-venv"
 sys.path.insert(0, str(HERE))
 from make_trace import build_trace  # noqa: E402
 
@@ -83,6 +88,22 @@ def ensure_hta() -> dict[str, str]:
                           "[print(m.version(p)) for p in ('HolisticTraceAnalysis', 'pandas', 'numpy')]"],
                          capture_output=True, text=True, check=True).stdout.split()
     return dict(zip(("python", "hta", "pandas", "numpy"), out))
+
+
+def ensure_copyprof(python: str | None) -> tuple[str, dict[str, str | None]]:
+    """copyprof's python: ``python`` if given, else benchmarks/out/copyprof-venv with copyprof's
+    declared dependencies installed by pip (once). The checkout's code runs either way
+    (PYTHONPATH); returns the interpreter and the versions that matter for speed and memory."""
+    py = Path(python) if python else COPYPROF_VENV / "bin" / "python"
+    if not python and not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(COPYPROF_VENV)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", str(REPO)], check=True)
+    probe = ("import importlib.metadata as m, sys\n"
+             "def v(p):\n    try:\n        return m.version(p)\n    except m.PackageNotFoundError:\n        return None\n"
+             "print(sys.version.split()[0], *(v(p) for p in ('pandas', 'numpy', 'pyarrow', 'msgspec', 'isal')))")
+    out = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    return str(py), dict(zip(("python", "pandas", "numpy", "pyarrow", "msgspec", "isal"),
+                             [None if x == "None" else x for x in out]))
 
 
 class TreeSampler(threading.Thread):
@@ -225,6 +246,7 @@ def main() -> None:
     ap.add_argument("--no-tp8", action="store_true", help="skip the 8-rank directory")
     ap.add_argument("--only", default="", help="run only the cases whose name matches this regex")
     ap.add_argument("--model", default="kimi-k3", help="--model passed to every copyprof report case")
+    ap.add_argument("--python", help="interpreter for copyprof (default: benchmarks/out/copyprof-venv, made with pip)")
     args = ap.parse_args()
     QUIET["wait_s"] = args.quiet_wait
     src = args.source.resolve() if args.source else pick_source()
@@ -240,7 +262,8 @@ def main() -> None:
     # PYTHONPATH: the copyprof of this checkout, whatever is installed (parse_only.py runs as a script).
     extra = os.environ.get("PYTHONPATH")  # e.g. wheels installed with --target on an offline host
     env = {"COPYPROF_CACHE_DIR": str(cache), "PYTHONPATH": os.pathsep.join([str(REPO), *([extra] if extra else [])])}
-    py = sys.executable
+    py, info["copyprof_env"] = ensure_copyprof(args.python)
+    print(f"copyprof env: {info['copyprof_env']}", flush=True)
     # --model: what users run on a Kimi-K3 rank trace (the attribution is part of the work);
     # on a trace of another model the census simply finds no [N, 7168] copies.
     report = [py, "-m", "copyprof", "report", "--format", "json", "--model", args.model]
@@ -312,7 +335,10 @@ def _markdown(result: dict[str, Any]) -> str:
         r = ratios.get(name, {})
         rows.append(f"| {name} | {c['mb']:.0f} | {c['wall_s']:.2f} | {', '.join(f'{x:.2f} ({o:.0%})' for x, o in zip(c['runs'], c['others']))} | {c['mb_per_s']:.1f} | {c['max_rss_mb']:.0f} | "
                     f"{c['tree_pss_mb']:.0f} | {r.get('speed_x', '')} | {r.get('max_rss_fraction', '')} |")
-    return "\n".join(rows) + "\n"
+    envs = [f"{name}: " + ", ".join(f"{k} {v}" for k, v in env.items())
+            for name, env in (("copyprof", result["inputs"].get("copyprof_env")), ("HTA", result["inputs"].get("hta_env")))
+            if env]
+    return "\n".join(rows) + "\n" + "".join(f"\n{e}" for e in envs) + ("\n" if envs else "")
 
 
 if __name__ == "__main__":
