@@ -81,3 +81,28 @@ def test_partial_file_is_reported_not_fatal(samples, tmp_path):
     [f] = cli_json("inspect", str(cut))["files"]
     assert f["partial"] and "gzip stream ends" in f["partial"]
     assert 0 < f["counts"]["kernel"] < 6080
+
+
+def test_inspect_is_the_same_cached_parallel_or_serial_and_fills_the_report_cache(tmp_path, monkeypatch):
+    # inspect reads through the same table cache and decode pool as report (cli/reading.py):
+    # its JSON must not depend on either, and a report after it must find the table cached.
+    # The replica capture's rank file is 78 MB of JSON: big enough for the decode pool.
+    import os
+    from pathlib import Path
+
+    from tests.conftest import REPO
+
+    monkeypatch.setenv("COPYPROF_CACHE_DIR", str(tmp_path / "cache"))
+    run = sorted((REPO / "traces").glob("replica-kimi-k3-tp8-c24-cuda-graph-baseline-2*"))[0]
+    trace = str(sorted(run.glob("rank0.*"))[0])
+    serial = cli_json("inspect", "--no-cache", "--jobs", "1", trace)
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.npz"))  # --no-cache stores nothing
+    cold = cli_json("inspect", "--jobs", "2", trace)
+    entries = sorted(Path(tmp_path / "cache").rglob("*.npz"))
+    assert len(entries) == 1  # one table, for the one file
+    warm = cli_json("inspect", "--jobs", "2", trace)
+    assert serial == cold == warm
+    inode = os.stat(entries[0]).st_ino  # a rewrite replaces the file (temp file + rename): a new inode
+    report = run_cli("report", "--format", "json", "--model", "kimi-k3", trace, check=True)
+    assert report.returncode == 0 and os.stat(entries[0]).st_ino == inode  # served, not rewritten
+    assert serial["files"][0]["d2d_copies"] > 0

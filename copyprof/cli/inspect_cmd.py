@@ -9,23 +9,20 @@ from copyprof.cli.main import cli
 @cli.command("inspect")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def inspect_cmd(paths: tuple[str, ...], fmt: str) -> None:
-    """Show format, ranks, event counts, copies and annotations of trace files or run directories."""
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Processes that decode trace chunks (default: the available cores).")
+@click.option("--no-cache", is_flag=True, help="Read the traces even if parsed tables are cached (and cache nothing).")
+def inspect_cmd(paths: tuple[str, ...], fmt: str, jobs: int | None, no_cache: bool) -> None:
+    """Show format, ranks, event counts, copies and annotations of trace files or run directories.
+
+    Parsed tables are cached as for `report` (a report after an inspect reads no trace again)."""
     # Imported here, not at module level: every command pays only for its own imports.
     from copyprof.analysis.summary import summarize
-    from copyprof.cli.progress import reading_progress
-    from copyprof.events import use_python_strings
-    from copyprof.load import discover, read_source
+    from copyprof.cli.reading import read_traces
+    from copyprof.load import discover
     from copyprof.render.inspect_render import render_terminal, to_json
 
-    use_python_strings()
-    sources = discover(paths)
-    summaries = []
-    with reading_progress(len(sources)) as advance:
-        for src in sources:
-            advance(src.path)
-            for trace in read_source(src):
-                summaries.append(summarize(trace))
+    summaries = [summarize(trace) for trace in read_traces(discover(paths), jobs, not no_cache)]
     if fmt == "json":
         click.echo(to_json(summaries))
     else:

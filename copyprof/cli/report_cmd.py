@@ -32,26 +32,13 @@ def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps
 def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | None, all_steps: bool,
              jobs: int | None, cache: bool) -> dict[str, Any]:
     from copyprof.analysis.report import analyze_run
-    from copyprof.cli.progress import reading_progress
-    from copyprof.events import use_python_strings
-    from copyprof.load import decode_pool, read_sources
-    from copyprof.parallel import available_cores
+    from copyprof.cache import wait_for_writes
+    from copyprof.cli.reading import read_traces
 
-    use_python_strings()
-    jobs = jobs or available_cores()
-    pool = decode_pool(sources, jobs, cache)  # before the progress display's thread starts (fork)
     try:
-        try:
-            with reading_progress(len(sources)) as advance:
-                traces = read_sources(sources, pool=pool, cache=cache, progress=lambda src: advance(src.path),
-                                      background_writes=True)  # tables cached while we analyse
-        finally:
-            if pool is not None:
-                pool.close()
+        traces = read_traces(sources, jobs, cache, background_writes=True)  # tables cached while we analyse
         return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps)
     finally:
-        from copyprof.cache import wait_for_writes
-
         wait_for_writes()
 
 

@@ -1,0 +1,32 @@
+"""Reading a command's sources: decode pool, progress display and table cache in one place.
+
+Why shared: ``report`` and ``inspect`` read the same files the same way, so a trace inspected
+first is served to the report from the table cache, and both get the chunk-parallel decode.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from copyprof.events import Trace
+    from copyprof.load import Source
+
+
+def read_traces(sources: list[Source], jobs: int | None, cache: bool, *, background_writes: bool = False) -> list[Trace]:
+    """Every source's traces. ``jobs``: decode processes (None: the available cores); ``cache``:
+    serve from / store into the table cache (with ``background_writes``, new entries are
+    written while the caller goes on: call ``copyprof.cache.wait_for_writes()``)."""
+    from copyprof.cli.progress import reading_progress
+    from copyprof.events import use_python_strings
+    from copyprof.load import decode_pool, read_sources
+    from copyprof.parallel import available_cores
+
+    use_python_strings()
+    pool = decode_pool(sources, jobs or available_cores(), cache)  # before the progress display's thread starts (fork)
+    try:
+        with reading_progress(len(sources)) as advance:
+            return read_sources(sources, pool=pool, cache=cache, progress=lambda src: advance(src.path),
+                                background_writes=background_writes)
+    finally:
+        if pool is not None:
+            pool.close()
