@@ -43,7 +43,7 @@ def test_counted_rows_equal_a_stable_lexsort(seed: int, monkeypatch: pytest.Monk
     counted = np.array([0, 2, 3, 5, 9])  # 9: a counted step no row has
     monkeypatch.setattr(step_ops, "ROWS_PER_PASS", int(rng.integers(1, 700)))
     monkeypatch.setattr(step_ops, "MAX_RUNS", 1 << 16 if seed % 4 else int(rng.integers(1, 40)))  # both paths
-    got = step_ops._counted_rows(events, Steps("test", pd.DataFrame(), step_of, device), counted)
+    got, _, _ = step_ops._counted_rows(events, Steps("test", pd.DataFrame(), step_of, device), counted)
     pick = events["on_gpu"].to_numpy() & events["kind"].isin(["kernel", "memcpy", "memset"]).to_numpy()
     pick &= np.isin(step_of, counted) & ((events["device"].to_numpy() == device) if device >= 0 else True)
     rows = np.flatnonzero(pick)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from copyprof.analysis.steps import GPU_KINDS, ROWS_PER_PASS, Steps
+from copyprof.analysis.steps import GPU_KINDS, ROWS_PER_PASS, Steps, positions
 from copyprof.taxonomy.anchors import anchor_kind
 from copyprof.taxonomy.copies import d2d_mask, resolve_bytes_at
 
@@ -74,13 +74,8 @@ def _count_in(positions: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarr
 
 
 def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int | None) -> StepOps:
-    rows = _counted_rows(events, steps, counted)
+    rows, op_first, step_ids = _counted_rows(events, steps, counted)
     n_ops = len(rows)
-    step = steps.step_of[rows]
-    heads = np.flatnonzero(step[1:] != step[:-1]) + 1 if n_ops else np.zeros(0, dtype=np.int64)
-    op_first = np.concatenate(([0], heads)) if n_ops else np.zeros(0, dtype=np.int64)
-    step_ids = step[op_first].astype(np.int64)
-    del step, heads
     start_all = events["start_ns"].to_numpy()
     codes_all = events["name"].cat.codes.to_numpy()
     categories = events["name"].cat.categories.to_numpy(dtype=object)
@@ -95,30 +90,28 @@ def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int |
     mla_at = np.flatnonzero(op_anchor == _ANCHOR_CODE["mla"])
     kda_at = np.flatnonzero(op_anchor == _ANCHOR_CODE["kda"])
     del op_anchor
-    step_end = np.append(op_first[1:], n_ops)  # one past each step's last op
-    c_end = step_end[np.searchsorted(op_first, c_pos, side="right") - 1] if len(c_pos) else np.zeros(0, dtype=np.int64)
+    c_k = np.searchsorted(op_first, c_pos, side="right") - 1  # each copy's step (index into step_ids)
+    c_end = np.append(op_first[1:], n_ops)[c_k]  # one past the last op of the copy's step
     nxt = np.minimum(c_pos + 1, max(n_ops - 1, 0))
-    same = c_pos + 1 < c_end
-    c_gap = np.where(same, np.maximum(start_all[rows[nxt]] - (c_start + c_dur), 0), 0) if len(c_pos) else np.zeros(0, dtype=np.int64)
-    c_code = codes_all[c_rows]
+    c_gap = np.where(c_pos + 1 < c_end, np.maximum(start_all[rows[nxt]] - (c_start + c_dur), 0), 0)
     names = (rows, codes_all, categories)
     return StepOps(
         categories=categories, step_ids=step_ids, op_first=op_first, n_ops=n_ops, mla_at=mla_at, kda_at=kda_at,
-        c_pos=c_pos, c_step=step_ids[np.searchsorted(op_first, c_pos, side="right") - 1] if len(c_pos) else np.zeros(0, dtype=np.int64),
-        c_start=c_start, c_dur=c_dur, c_gap=c_gap, c_code=c_code, c_bytes=c_bytes, c_src=c_src,
-        c_next=_kernel_names(kernels, op_first, c_pos, names, after=True),
-        c_prev=_kernel_names(kernels, op_first, c_pos, names, after=False),
+        c_pos=c_pos, c_step=step_ids[c_k], c_start=c_start, c_dur=c_dur, c_gap=c_gap, c_code=codes_all[c_rows],
+        c_bytes=c_bytes, c_src=c_src,
+        c_next=_kernel_names(kernels, op_first, c_pos, c_k, names, after=True),
+        c_prev=_kernel_names(kernels, op_first, c_pos, c_k, names, after=False),
     )
 
 
-def _counted_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> np.ndarray:
+def _counted_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Table positions of the counted steps' GPU ops on the step device, in (step, start)
-    order, ties in table order: what a stable ``lexsort((start, step))`` gives, without its
-    ~25 MB of sort keys and indices on a 1 GB trace. Rows are picked a block at a time, and
-    they come nearly sorted (a trace lists a stream's work in time order), so runs of one
-    step are reordered only when steps interleave, then each step that is out of time order
-    is sorted by start on its own."""
-    rows = _pick_rows(events, steps, counted)
+    order, ties in table order — what a stable ``lexsort((start, step))`` gives, without its
+    ~25 MB of sort keys and indices on a 1 GB trace — with each step's first position and the
+    step ids (ascending). Rows come nearly sorted (a trace lists a stream's work in time
+    order), so runs of one step are reordered only when steps interleave, then each step that
+    is out of time order is sorted by start on its own."""
+    rows = positions(_wanted_rows(events, steps, counted))
     runs, run_step = _runs(steps.step_of[rows])  # runs of rows of one step, in table order
     if len(run_step) > 1 and (run_step[1:] < run_step[:-1]).any():
         if len(run_step) <= MAX_RUNS:  # a stable sort of the runs by step keeps each step's rows in table order
@@ -130,12 +123,12 @@ def _counted_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> np
             rows = rows[np.argsort(steps.step_of[rows], kind="stable")]
             runs, run_step = _runs(steps.step_of[rows])
     first_run = np.concatenate(([True], run_step[1:] != run_step[:-1]))[: len(run_step)]  # runs that start a step
-    bounds = np.append(runs[:-1][first_run], runs[-1])
+    bounds = np.append(runs[:-1][first_run], len(rows)).astype(np.int64)
     start = events["start_ns"].to_numpy()
     for k in _steps_out_of_time_order(start, rows, bounds):
         part = rows[bounds[k] : bounds[k + 1]]
         part[:] = part[np.argsort(start[part], kind="stable")]
-    return rows
+    return rows, bounds[:-1], run_step[first_run].astype(np.int64)
 
 
 def _runs(step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -146,9 +139,9 @@ def _runs(step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return runs, step[runs[:-1]]
 
 
-def _pick_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> np.ndarray:
-    """Positions (int32 below 2**31 rows) of the GPU ops on the step device in a counted step,
-    found a block of rows at a time (through the kind column's codes: no mask of the table)."""
+def _wanted_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> np.ndarray:
+    """Mask of the GPU ops on the step device in a counted step, built a block of rows at a
+    time (through the kind column's codes and a lookup by step: no table-sized temporaries)."""
     step_of = steps.step_of
     on_gpu = events["on_gpu"].to_numpy()
     kind = events["kind"]
@@ -158,18 +151,13 @@ def _pick_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> np.nd
     counted = np.asarray(counted, dtype=np.int64)
     wanted = np.zeros(max(int(step_of.max(initial=-1)), int(counted.max(initial=-1))) + 2, dtype=bool)
     wanted[counted[counted >= 0] + 1] = True  # indexed by step + 1: row -1 (no step) is never wanted
-    # Room for every row; only the pages written become resident, and the result is a view.
-    rows = np.empty(len(on_gpu), dtype=np.int32 if len(on_gpu) < 2**31 else np.int64)
-    n = 0
+    mask = np.empty(len(on_gpu), dtype=bool)
     for lo in range(0, len(on_gpu), ROWS_PER_PASS):
-        hi = lo + ROWS_PER_PASS
-        keep = on_gpu[lo:hi] & np.isin(kind_codes[lo:hi], gpu_codes) & wanted[step_of[lo:hi] + 1]
+        block = slice(lo, lo + ROWS_PER_PASS)
+        mask[block] = on_gpu[block] & np.isin(kind_codes[block], gpu_codes) & wanted[step_of[block] + 1]
         if device is not None:
-            keep &= device[lo:hi] == steps.device
-        found = lo + np.flatnonzero(keep)
-        rows[n : n + len(found)] = found
-        n += len(found)
-    return rows[:n]
+            mask[block] &= device[block] == steps.device
+    return mask
 
 
 def _steps_out_of_time_order(start: np.ndarray, rows: np.ndarray, bounds: np.ndarray) -> list[int]:
@@ -186,10 +174,11 @@ def _steps_out_of_time_order(start: np.ndarray, rows: np.ndarray, bounds: np.nda
     return sorted(found)
 
 
-def _kernel_names(kernels: np.ndarray, op_first: np.ndarray, at: np.ndarray,
+def _kernel_names(kernels: np.ndarray, op_first: np.ndarray, at: np.ndarray, at_step: np.ndarray,
                   names: tuple[np.ndarray, np.ndarray, np.ndarray], *, after: bool) -> np.ndarray:
-    """Name of the nearest kernel after (or before) each op position in ``at``, in the same
-    step. ``kernels``: op positions of the kernels; ``names``: (rows, table name codes, categories)."""
+    """Name of the nearest kernel after (or before) each op position in ``at`` (whose steps,
+    as indexes into ``op_first``, are ``at_step``), in the same step. ``kernels``: op positions
+    of the kernels; ``names``: (rows, table name codes, categories)."""
     rows, codes_all, categories = names
     out = np.full(len(at), "", dtype=object)
     if not len(kernels) or not len(at):
@@ -198,8 +187,7 @@ def _kernel_names(kernels: np.ndarray, op_first: np.ndarray, at: np.ndarray,
     j = np.searchsorted(kernels, at_k, side="right") if after else np.searchsorted(kernels, at_k, side="left") - 1
     inside = (j >= 0) & (j < len(kernels))
     k = kernels[np.clip(j, 0, len(kernels) - 1)]
-    same_step = np.searchsorted(op_first, k, side="right") == np.searchsorted(op_first, at, side="right")
-    ok = inside & same_step
+    ok = inside & (np.searchsorted(op_first, k, side="right") - 1 == at_step)
     if len(categories):
         out[ok] = categories[codes_all[rows[k[ok]]]]
     return out
