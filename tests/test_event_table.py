@@ -74,17 +74,17 @@ def test_chunked_columns_stay_narrow_when_no_chunk_needs_more() -> None:
 
 def test_resolved_copy_sizes_are_not_wrapped_by_a_narrow_bytes_column() -> None:
     # A size-less rocclr copy: its bytes (-1) fit int8, the size resolved from its grid does
-    # not; the resolved table must hold it exactly (an int8 copy of the column would wrap it).
-    from copyprof.taxonomy.copies import copy_class, resolve_copy_bytes
+    # not; the resolved size must come back exact (an int8 copy of the column would wrap it).
+    from copyprof.taxonomy.copies import resolve_bytes_at
 
     b = EventTableBuilder()
     b.add("kernel", "__amd_rocclr_copyBuffer", 1_000, 5_000, on_gpu=True, device=0, stream=1,
           grid=(16, 1, 1), block=(512, 1, 1))
     ev = b.build()
     assert ev["bytes"].dtype == np.int8
-    resolved = resolve_copy_bytes(ev, copy_class(ev), cus=256)
-    assert resolved["bytes"].tolist() == [16 * 512 * 16]  # grid work-items x 16 B (taxonomy/copies.py)
-    assert resolved["bytes_src"].astype(str).tolist() == ["grid-bound"]
+    nbytes, src = resolve_bytes_at(ev, np.array([0]), cus=256)
+    assert nbytes.tolist() == [16 * 512 * 16]  # grid work-items x 16 B (taxonomy/copies.py)
+    assert src.tolist() == ["grid-bound"]
 
 
 def test_analysis_strings_are_python_objects_under_the_cli_option() -> None:

@@ -9,11 +9,12 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from copyprof.errors import CopyprofError
 from copyprof.readers.kineto import read_kineto
-from copyprof.taxonomy.copies import copy_class, resolve_copy_bytes
+from copyprof.taxonomy.copies import copy_class, resolve_bytes_at
 
 
 def _write(path: Path, doc, gz: bool = False, indent: int | None = None) -> Path:
@@ -75,9 +76,9 @@ def test_memcpy32_post_bytes_from_grid(tmp_path):
     doc = {"traceEvents": [_x("kernel", "memcpy32_post", 1, 2, device=0, stream=7, correlation=5, grid=[36, 1, 1], block=[256, 1, 1])]}
     [t] = read_kineto(str(_write(tmp_path / "m.json", doc)))
     cls = copy_class(t.events)
-    ev = resolve_copy_bytes(t.events, cls)
+    nbytes, src = resolve_bytes_at(t.events, np.flatnonzero((cls == "d2d").to_numpy()))
     assert cls.iloc[0] == "d2d"
-    assert ev.iloc[0]["bytes"] == 36864 and ev.iloc[0]["bytes_src"] == "grid"
+    assert nbytes[0] == 36864 and src[0] == "grid"
 
 
 def test_many_chunks_pretty_printed_match_compact(tmp_path):

@@ -25,8 +25,7 @@ import numpy as np
 import pandas as pd
 
 from copyprof.errors import CopyprofError
-from copyprof.events import (_INT_COLUMNS, BYTES_SOURCES, COLUMNS, COMPACT_COLUMNS, KINDS, Trace, TraceMeta, compact_ints,
-                             narrowest_int)
+from copyprof.events import _INT_COLUMNS, BYTES_SOURCES, COLUMNS, COMPACT_COLUMNS, KINDS, Trace, TraceMeta, narrowest_int
 from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.json_stream import MalformedChunk, NotStreamable, StreamState, stream_event_chunks
 from copyprof.readers.kineto_columns import ChunkResult, Event, columnize, convert_event, decode_columns, gc_paused
@@ -93,8 +92,6 @@ def _room(n: int, dtype: np.dtype) -> np.ndarray:
     """An uninitialised array of ``n`` items in its own anonymous mapping (pages cost memory
     only once written; the mapping is unmapped when the last view of it goes)."""
     dtype = np.dtype(dtype)
-    if dtype.hasobject:  # not expected (columns are numeric), but an mmap cannot hold objects
-        return np.empty(n, dtype=dtype)
     return np.frombuffer(mmap.mmap(-1, max(1, n * dtype.itemsize)), dtype=dtype, count=n)
 
 
@@ -172,7 +169,7 @@ def table_frame(codes: np.ndarray, names: list[str], cols: dict[str, np.ndarray]
         if col == "rank":
             data[col] = np.full(n, rank, dtype=narrowest_int(rank, rank))
         elif col in COMPACT_COLUMNS:
-            data[col] = compact_ints(cols.pop(col), dtype)  # already compact (_Columns): no copy
+            data[col] = cols.pop(col)  # _Columns kept it in the narrowest dtype its values need
         else:
             data[col] = cols.pop(col).astype(dtype, copy=False)
     data["bytes_src"] = pd.Categorical.from_codes((nbytes >= 0).view(np.int8), categories=BYTES_SOURCES)

@@ -18,7 +18,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from copyprof.events import BYTES_SOURCES, name_array
+from copyprof.events import name_array
 
 # Kernels that ARE device-to-device memcpy commands.
 D2D_KERNEL_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -114,20 +114,6 @@ def d2d_mask(events: pd.DataFrame) -> np.ndarray:
     kernel = (events["kind"] == "kernel").to_numpy()
     memcpy = (events["kind"] == "memcpy").to_numpy()
     return (kernel & kernel_d2d) | (memcpy & events["copy_dir"].isin(D2D_DIRECTIONS).to_numpy())
-
-
-def resolve_copy_bytes(events: pd.DataFrame, copy_cls: pd.Series, cus: int | None = None) -> pd.DataFrame:
-    """A copy of ``events`` whose d2d copies' ``bytes``/``bytes_src`` are resolved (see
-    :func:`resolve_bytes_at`)."""
-    ev = events.copy()
-    rows = np.flatnonzero((copy_cls == "d2d").to_numpy())
-    nbytes, src = resolve_bytes_at(ev, rows, cus)
-    all_bytes = ev["bytes"].to_numpy().astype(np.int64)  # a copy, wide enough for any resolved size
-    all_src = ev["bytes_src"].astype(object).to_numpy(copy=True)
-    all_bytes[rows], all_src[rows] = nbytes, src
-    ev["bytes"] = all_bytes
-    ev["bytes_src"] = pd.Categorical(all_src, categories=BYTES_SOURCES)
-    return ev
 
 
 def resolve_bytes_at(events: pd.DataFrame, rows: np.ndarray, cus: int | None = None) -> tuple[np.ndarray, np.ndarray]:
