@@ -202,16 +202,6 @@ def _col(cols: dict[str, Any], key: str, n: int, default: Any) -> Any:
     return values
 
 
-def use_python_strings() -> None:
-    """Store the string columns pandas makes (sites, kernel names, step labels) as Python
-    objects, not Arrow arrays. Called by the commands for their own process, never on import
-    (a library user's pandas options are theirs): pandas >= 3 picks Arrow storage whenever
-    pyarrow is installed, and loading its compute library cost ~50 MB of RSS in a report
-    (1 GB trace: 247 -> 197 MB, same JSON) for no speed gain at a census's sizes. A no-op
-    where pyarrow is absent (then "python" is the default)."""
-    pd.set_option("mode.string_storage", "python")
-
-
 def name_array(events: pd.DataFrame) -> np.ndarray:
     """Event names as a numpy object array, straight from the Categorical's codes.
 

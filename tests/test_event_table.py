@@ -89,13 +89,13 @@ def test_resolved_copy_sizes_are_not_wrapped_by_a_narrow_bytes_column() -> None:
 
 def test_analysis_strings_are_python_objects_under_the_cli_option() -> None:
     # Where pyarrow is installed, pandas >= 3 stores inferred strings as Arrow arrays; loading
-    # its compute library cost ~50 MB in a report (events.use_python_strings). Under the
+    # its compute library cost ~50 MB in a report (cli/reading.use_python_strings). Under the
     # option the commands set, the census' string columns must be Python-stored, and the
     # report must not change (the acceptance tests compare its figures).
     import pandas as pd
 
     from copyprof.analysis.report import analyze_rank
-    from copyprof.events import use_python_strings
+    from copyprof.cli.reading import use_python_strings
     from copyprof.load import load
     from copyprof.models import load_layout
     from tests.conftest import REPO
