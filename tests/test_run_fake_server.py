@@ -29,6 +29,8 @@ print("fake vllm starting", argv, flush=True)
 if mode == "crash":
     for i in range(40):
         print("boot line %d" % i, flush=True)
+    print("Traceback (most recent call last):", flush=True)  # as vLLM logs a failed boot
+    print('  File "vllm/entrypoints/openai/api_server.py", line 1, in <module>', flush=True)
     print("ValueError: fake root cause", flush=True)
     sys.exit(3)
 cfg = json.loads(arg("--profiler-config", "{}"))

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from copyprof.capture.rundir import read_run_json
+from tests.capture_fault_fake import own_traceback
 from tests.test_run_fake_server import write_fake_vllm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,9 +73,10 @@ def test_complete_run_records_everything(tmp_path: Path) -> None:
 def test_server_crash_during_boot_fails_with_log_tail(tmp_path: Path) -> None:
     proc = _run(tmp_path, "crash")
     assert proc.returncode == 3
-    assert "Traceback" not in proc.stderr
     assert "exited with code 3 during boot" in proc.stderr
     assert "boot line 39" in proc.stderr and "boot line 9" not in proc.stderr.replace("boot line 39", "")
+    # The server's traceback is quoted, indented, as evidence; copyprof itself printed none.
+    assert "\n    Traceback (most recent call last):\n" in proc.stderr and not own_traceback(proc.stderr)
     data = read_run_json(_only_run_dir(tmp_path))
     assert data["status"].startswith("failed: vLLM server exited with code 3 during boot")
     assert len(data["error_log_tail"]) == 30 and data["error_log_tail"][-1] == "ValueError: fake root cause"

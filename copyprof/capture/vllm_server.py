@@ -35,6 +35,12 @@ def free_loopback_port() -> int:
         return int(s.getsockname()[1])
 
 
+def quote_log(lines: list[str]) -> str:
+    """Log lines as quoted under a copyprof error: indented, so the server's own tracebacks and
+    error lines (the evidence a user needs) cannot be mistaken for copyprof's."""
+    return "\n".join(f"    {line}" for line in lines)
+
+
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     """The last ``lines`` lines of a log (decoded leniently: vLLM logs may hold any bytes)."""
     try:
@@ -122,7 +128,7 @@ class ServerProcess:
             cause = first_error_line(self.log_path)
             hint = f"\nfirst error in the log: {cause}" if cause and cause not in tail else ""
             raise CopyprofError(f"vLLM server exited with code {code} during {what}; last {len(tail)} lines of "
-                                f"{self.log_path}:\n" + "\n".join(tail) + hint, exit_code=EXIT_CAPTURE_FAILED)
+                                f"{self.log_path}:\n" + quote_log(tail) + hint, exit_code=EXIT_CAPTURE_FAILED)
 
     def wait_healthy(self, timeout_s: float, on_tick: Callable[[str], None] | None = None,
                      interval_s: float = 1.0) -> float:
@@ -137,7 +143,7 @@ class ServerProcess:
                 tail = self.tail()
                 raise CopyprofError(f"timed out after {timeout_s:.0f} s waiting for the vLLM server to answer "
                                     f"GET /health on 127.0.0.1:{self.port}; last {len(tail)} lines of "
-                                    f"{self.log_path}:\n" + "\n".join(tail), exit_code=EXIT_CAPTURE_FAILED)
+                                    f"{self.log_path}:\n" + quote_log(tail), exit_code=EXIT_CAPTURE_FAILED)
             if on_tick:
                 last = self.tail(1)
                 on_tick(last[0] if last else "")
