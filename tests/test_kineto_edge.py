@@ -129,3 +129,22 @@ def test_non_numeric_fields_are_tolerated(tmp_path):
     [t] = read_kineto(str(_write(tmp_path / "odd.json", doc)))
     m = t.events[t.events["kind"] == "memcpy"].iloc[0]
     assert m["bytes"] == 9216 and m["start_ns"] == 5500 and m["dur_ns"] == 0
+
+
+def test_missing_and_null_args_read_as_unknown(tmp_path):
+    # Events without "args" share one frozen default EventArgs; "args": null is the other spelling
+    # (trace-formats.md §1: args is optional). Both must give the table's unknown values (-1,
+    # device from pid for GPU rows, stream from tid), exactly as an empty args object does.
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "no_args", "pid": 3, "tid": 11, "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "kernel", "name": "null_args", "pid": 3, "tid": 11, "ts": 2, "dur": 1, "args": None},
+        _x("kernel", "empty_args", 3, 1, pid=3, tid=11),
+        _x("kernel", "full_args", 4, 1, pid=3, tid=11, device=5, stream=7, correlation=42, grid=[2, 1, 1]),
+    ]}
+    [t] = read_kineto(str(_write(tmp_path / "args.json", doc)))
+    ev = t.events.set_index(t.events["name"].astype(str))
+    for name in ("no_args", "null_args", "empty_args"):
+        row = ev.loc[name]
+        assert (row["device"], row["stream"], row["correlation"], row["grid_x"]) == (3, 11, -1, -1), name
+    full = ev.loc["full_args"]
+    assert (full["device"], full["stream"], full["correlation"], full["grid_x"]) == (5, 7, 42, 2)
