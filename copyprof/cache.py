@@ -29,14 +29,17 @@ import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from copyprof.cache_files import PACKAGE, cache_dir, code_hash_of, file_hash, identify
 from copyprof.cache_files import file_stat as _stat
 from copyprof.events import Trace, TraceMeta
+from copyprof.pandas_import import pandas
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FORMAT_VERSION = 1
 MAX_BYTES_DEFAULT = 8 << 30  # older entries are evicted beyond this (COPYPROF_CACHE_MAX_MB)
@@ -175,6 +178,7 @@ def _current_path(path: str, given: list[str], paths: tuple[str, ...]) -> str:
 
 def _columns(df: pd.DataFrame, i: int, arrays: dict[str, np.ndarray]) -> list[dict[str, Any]] | None:
     """Describe and collect ``df``'s columns; None when one cannot be stored without pickle."""
+    pd = pandas()
     if not isinstance(df.index, pd.RangeIndex) or df.index.start != 0 or df.index.step != 1:
         return None
     out = []
@@ -199,6 +203,7 @@ def _columns(df: pd.DataFrame, i: int, arrays: dict[str, np.ndarray]) -> list[di
 
 
 def _frame(npz: Any, i: int, columns: list[dict[str, Any]], rows: int) -> pd.DataFrame:
+    pd = pandas()
     data: dict[str, Any] = {}
     for c in columns:
         arr = npz[c["key"]]

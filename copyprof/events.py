@@ -39,10 +39,14 @@ copy_dir        category  memcpy direction: DtoD, PtoP, HtoD, DtoH, HtoH, ... ("
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+from copyprof.pandas_import import pandas
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op")
 BYTES_SOURCES: tuple[str, ...] = ("none", "event", "runtime", "grid", "grid-bound", "layout")
@@ -171,6 +175,7 @@ class EventTableBuilder:
 
 def make_table(name_codes: np.ndarray, names: list[str], cols: dict[str, Any]) -> pd.DataFrame:
     """Assemble a table from name codes plus column sequences; missing columns get defaults."""
+    pd = pandas()
     n = len(name_codes)
     data: dict[str, Any] = {}
     data["kind"] = pd.Categorical(_col(cols, "kind", n, "kernel"), categories=KINDS)
@@ -208,7 +213,7 @@ def name_array(events: pd.DataFrame) -> np.ndarray:
     Cheaper than ``astype(str)``, which in pandas 3 builds an Arrow string array per call.
     """
     col = events["name"]
-    if isinstance(col.dtype, pd.CategoricalDtype):
+    if isinstance(col.dtype, pandas().CategoricalDtype):
         cats = col.cat.categories.to_numpy(dtype=object)
         codes = col.cat.codes.to_numpy()
         return cats[codes] if len(cats) else np.full(len(col), "", dtype=object)

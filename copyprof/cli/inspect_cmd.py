@@ -17,12 +17,15 @@ def inspect_cmd(paths: tuple[str, ...], fmt: str, jobs: int | None, no_cache: bo
 
     Parsed tables are cached as for `report` (a report after an inspect reads no trace again)."""
     # Imported here, not at module level: every command pays only for its own imports.
-    from copyprof.analysis.summary import summarize
     from copyprof.cli.reading import read_traces
     from copyprof.load import discover
+
+    traces = read_traces(discover(paths), jobs, not no_cache)
+    # pandas (imported by these) was imported while the traces were decoded (copyprof/pandas_import.py)
+    from copyprof.analysis.summary import summarize
     from copyprof.render.inspect_render import render_terminal, to_json
 
-    summaries = [summarize(trace) for trace in read_traces(discover(paths), jobs, not no_cache)]
+    summaries = [summarize(trace) for trace in traces]
     if fmt == "json":
         click.echo(to_json(summaries))
     else:

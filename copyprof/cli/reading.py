@@ -18,10 +18,13 @@ def read_traces(sources: list[Source], jobs: int | None, cache: bool, *, backgro
     written while the caller goes on: call ``copyprof.cache.wait_for_writes()``)."""
     from copyprof.cli.progress import reading_progress
     from copyprof.load import decode_pool, read_sources
+    from copyprof.pandas_import import import_in_background, pandas
     from copyprof.parallel import available_cores
 
-    use_python_strings()
-    pool = decode_pool(sources, jobs or available_cores(), cache)  # before the progress display's thread starts (fork)
+    # The pool forks before any other thread starts (the pandas import, the progress display).
+    pool = decode_pool(sources, jobs or available_cores(), cache)
+    if pool is None or not import_in_background(use_python_strings):  # overlaps the decoding (pandas_import)
+        use_python_strings()
     try:
         with reading_progress(len(sources)) as advance:
             return read_sources(sources, pool=pool, cache=cache, progress=lambda src: advance(src.path),
@@ -29,6 +32,7 @@ def read_traces(sources: list[Source], jobs: int | None, cache: bool, *, backgro
     finally:
         if pool is not None:
             pool.close()
+        pandas()  # the background import has finished, whatever happened
 
 
 def use_python_strings() -> None:

@@ -31,12 +31,15 @@ def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps
 
 def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | None, all_steps: bool,
              jobs: int | None, cache: bool) -> dict[str, Any]:
-    from copyprof.analysis.report import analyze_run
     from copyprof.cache import wait_for_writes
     from copyprof.cli.reading import read_traces
 
     try:
         traces = read_traces(sources, jobs, cache, background_writes=True)  # tables cached while we analyse
+        # The analysis (and pandas, at its import) only now: while the traces are decoded in
+        # worker processes, pandas is imported on a thread (copyprof/pandas_import.py).
+        from copyprof.analysis.report import analyze_run
+
         return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps)
     finally:
         wait_for_writes()

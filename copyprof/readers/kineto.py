@@ -22,16 +22,18 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from copyprof.errors import CopyprofError
 from copyprof.events import _INT_COLUMNS, BYTES_SOURCES, COLUMNS, COMPACT_COLUMNS, KINDS, Trace, TraceMeta, narrowest_int
+from copyprof.pandas_import import pandas
 from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.json_stream import MalformedChunk, NotStreamable, StreamState, stream_event_chunks
 from copyprof.readers.kineto_columns import ChunkResult, Event, columnize, convert_event, decode_columns, gc_paused
 from copyprof.readers.source import BlockStream, json_size, open_binary
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from copyprof.parallel import ChunkPool
 
 _RANK_IN_NAME = re.compile(r"(?:^|[_.\-])rank[_\-]?(\d+)(?:[_.\-]|$)")
@@ -158,6 +160,7 @@ def table_frame(codes: np.ndarray, names: list[str], cols: dict[str, np.ndarray]
     (copy) the numeric columns; at 1.7 M rows that doubles peak memory. Same dtypes, same
     categories, same values (tests/test_parallel.py checks it against make_table).
     """
+    pd = pandas()
     n = len(codes)
     data: dict[str, Any] = {
         "kind": pd.Categorical.from_codes(cols.pop("kind_idx"), categories=KINDS),
