@@ -172,18 +172,21 @@ def wait_quiet() -> float:
     return busy
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run ``cmd`` under GNU time -v; wall seconds, peak RSS (time -v) and tree RSS/PSS."""
+def timed(cmd: list[str], env: dict[str, str] | None = None, sample: bool = True) -> dict[str, Any]:
+    """Run ``cmd`` under GNU time -v; wall seconds, peak RSS (time -v) and, with ``sample``,
+    tree RSS/PSS (0 without)."""
     load = round(wait_quiet(), 3)
     tick0, idle0 = _cpu_snap()
     proc = subprocess.Popen(["/usr/bin/time", "-v", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, **(env or {})}, cwd=REPO)
     sampler = TreeSampler(proc.pid)
-    sampler.start()
+    if sample:
+        sampler.start()
     out, err = proc.communicate()
     tick1, idle1 = _cpu_snap()
-    sampler.stop.set()
-    sampler.join()
+    if sample:
+        sampler.stop.set()
+        sampler.join()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", err).group(1)
@@ -204,19 +207,30 @@ CONTENDED = 0.10  # runs where other processes used more than this share of the 
 
 
 def repeat(n: int, cmd: list[str], env: dict[str, str] | None = None, before: Any = None) -> dict[str, Any]:
-    """Median of the runs that were not contended (other processes < 10% of the CPUs); of all
-    runs when every one was. Every run's wall time and contention is kept."""
+    """Median of the timed runs that were not contended (other processes < 10% of the CPUs);
+    of all runs when every one was. Every run's wall time and contention is kept.
+
+    The timed runs are not sampled: reading the whole of /proc and every descendant's
+    smaps_rollup ten times a second used 2-4 % of this VM's two cores (seen as "others' CPU"
+    in sampled runs) and takes the processes' mmap locks, which slows copyprof, whose
+    decode keeps both cores busy, by a few per cent (report 2.92 s unsampled, 3.02 s sampled,
+    consecutive runs), while HTA, on one core, has the other to spare. Tree RSS / PSS come from one more, sampled run
+    (its wall time is kept as ``sampled_wall_s``); the peak RSS compared with HTA's is GNU
+    time's, from every run."""
     runs = []
     for _ in range(n):
         if before:
             before()
-        runs.append(timed(cmd, env))
+        runs.append(timed(cmd, env, sample=False))
+    if before:
+        before()
+    sampled = timed(cmd, env, sample=True)
     clean = [r for r in runs if r["others_cpu"] < CONTENDED] or runs
     med = sorted(clean, key=lambda r: r["wall_s"])[len(clean) // 2]
     return {**med, "runs": [round(r["wall_s"], 3) for r in runs], "others": [r["others_cpu"] for r in runs],
             "clean_runs": sum(r["others_cpu"] < CONTENDED for r in runs),
-            "max_rss_mb": max(r["max_rss_mb"] for r in runs), "tree_pss_mb": max(r["tree_pss_mb"] for r in runs),
-            "tree_rss_mb": max(r["tree_rss_mb"] for r in runs)}
+            "max_rss_mb": max(r["max_rss_mb"] for r in [*runs, sampled]), "tree_pss_mb": sampled["tree_pss_mb"],
+            "tree_rss_mb": sampled["tree_rss_mb"], "procs": sampled["procs"], "sampled_wall_s": round(sampled["wall_s"], 3)}
 
 
 def clear(path: Path) -> None:
@@ -277,7 +291,7 @@ def main() -> None:
         cases[name] = r
         inner = f" (parse {r['inner']['parse_s']:.2f} s in-process)" if r.get("inner") else ""
         print(f"{name:<26} {r['wall_s']:7.2f} s {r['mb_per_s']:7.1f} MB/s  max RSS {r['max_rss_mb']:6.0f} MB  "
-              f"tree PSS {r['tree_pss_mb']:6.0f} MB{inner}  runs {r['runs']} others {r['others']}", flush=True)
+              f"tree PSS {r['tree_pss_mb']:6.0f} MB{inner}  runs {r['runs']} others {r['others']} sampled run {r['sampled_wall_s']} s", flush=True)
 
     if not args.skip_hta:
         info["hta_env"] = ensure_hta()
