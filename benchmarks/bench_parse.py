@@ -212,9 +212,9 @@ def repeat(n: int, cmd: list[str], env: dict[str, str] | None = None, before: An
 
     The timed runs are not sampled: reading the whole of /proc and every descendant's
     smaps_rollup ten times a second used 2-4 % of this VM's two cores (seen as "others' CPU"
-    in sampled runs) and takes the processes' mmap locks, which slows copyprof, whose
-    decode keeps both cores busy, by a few per cent (report 2.92 s unsampled, 3.02 s sampled,
-    consecutive runs), while HTA, on one core, has the other to spare. Tree RSS / PSS come from one more, sampled run
+    in sampled runs) and takes each process's mmap lock while it walks the page tables: it
+    slowed HTA's parse (3.3 GB mapped) by ~9 % (42.1 s unsampled, 46.2 s sampled) and
+    copyprof's report, which keeps both cores busy, by ~5 % (2.75 / 2.90 s). Tree RSS / PSS come from one more, sampled run
     (its wall time is kept as ``sampled_wall_s``); the peak RSS compared with HTA's is GNU
     time's, from every run."""
     runs = []
