@@ -261,6 +261,9 @@ def main() -> None:
     ap.add_argument("--only", default="", help="run only the cases whose name matches this regex")
     ap.add_argument("--model", default="kimi-k3", help="--model passed to every copyprof report case")
     ap.add_argument("--python", help="interpreter for copyprof (default: benchmarks/out/copyprof-venv, made with pip)")
+    ap.add_argument("--paired", type=int, default=0,
+                    help="instead of the cases: N rounds of HTA parse, report (no cache), report (first run), "
+                         "back to back, and the ratio of each round")
     args = ap.parse_args()
     QUIET["wait_s"] = args.quiet_wait
     src = args.source.resolve() if args.source else pick_source()
@@ -293,6 +296,15 @@ def main() -> None:
         print(f"{name:<26} {r['wall_s']:7.2f} s {r['mb_per_s']:7.1f} MB/s  max RSS {r['max_rss_mb']:6.0f} MB  "
               f"tree PSS {r['tree_pss_mb']:6.0f} MB{inner}  runs {r['runs']} others {r['others']} sampled run {r['sampled_wall_s']} s", flush=True)
 
+    if args.paired:
+        info["hta_env"] = ensure_hta()
+        hta_py = os.environ.get("COPYPROF_BENCH_HTA_PYTHON") or str(HTA_VENV / "bin" / "python")
+        hta = [hta_py, str(HERE / "parse_only.py"), "hta", str(big)]
+        result = {"inputs": info, "machine": _machine(), "commit": _commit(),
+                  "paired": paired(args.paired, hta, [*report, "--no-cache", str(big)], [*report, str(big)], env, cache)}
+        (OUT / f"results{tag}.json").write_text(json.dumps(result, indent=1))
+        print(f"wrote {OUT / f'results{tag}.json'}")
+        return
     if not args.skip_hta:
         info["hta_env"] = ensure_hta()
         hta_py = os.environ.get("COPYPROF_BENCH_HTA_PYTHON") or str(HTA_VENV / "bin" / "python")
@@ -325,6 +337,38 @@ def main() -> None:
     (OUT / f"results{tag}.json").write_text(json.dumps(result, indent=1))
     (OUT / f"results{tag}.md").write_text(_markdown(result))
     print(f"wrote {OUT / f'results{tag}.json'} and {OUT / f'results{tag}.md'}")
+
+
+def paired(n: int, hta: list[str], nocache: list[str], first_run: list[str], env: dict[str, str],
+           cache: Path) -> dict[str, Any]:
+    """``n`` rounds of HTA, copyprof's report without cache and on a first run, back to back.
+
+    Why: this VM's speed drifts by ±10 % over minutes (HTA measured 40.5-46.2 s and the report
+    2.75-3.07 s in runs an hour apart), so a ratio of medians taken minutes apart moves with the
+    drift. Within a round the three runs see about the same machine; each round gives its own
+    ratios, and their median, minimum and maximum are reported. Unsampled runs (see repeat)."""
+    rounds = []
+    for i in range(n):
+        h = timed(hta, env, sample=False)
+        r = timed(nocache, env, sample=False)
+        clear(cache)
+        f = timed(first_run, env, sample=False)
+        row = {"hta_s": h["wall_s"], "hta_rss_mb": h["max_rss_mb"], "report_s": r["wall_s"], "report_rss_mb": r["max_rss_mb"],
+               "first_run_s": f["wall_s"], "first_run_rss_mb": f["max_rss_mb"],
+               "others": [h["others_cpu"], r["others_cpu"], f["others_cpu"]],
+               "report_x": round(h["wall_s"] / r["wall_s"], 2), "first_run_x": round(h["wall_s"] / f["wall_s"], 2),
+               "report_rss_fraction": round(r["max_rss_mb"] / h["max_rss_mb"], 4),
+               "first_run_rss_fraction": round(f["max_rss_mb"] / h["max_rss_mb"], 4)}
+        rounds.append(row)
+        print(f"round {i + 1}: HTA {row['hta_s']:.2f} s {row['hta_rss_mb']:.0f} MB | report {row['report_s']:.2f} s "
+              f"{row['report_x']:.1f}x RSS {row['report_rss_fraction']:.3f} | first run {row['first_run_s']:.2f} s "
+              f"{row['first_run_x']:.1f}x RSS {row['first_run_rss_fraction']:.3f} | others {row['others']}", flush=True)
+    summary = {}
+    for key in ("report_x", "first_run_x", "report_rss_fraction", "first_run_rss_fraction"):
+        values = sorted(r[key] for r in rounds)
+        summary[key] = {"median": values[len(values) // 2], "min": values[0], "max": values[-1]}
+        print(f"{key:<24} median {summary[key]['median']}  min {values[0]}  max {values[-1]}", flush=True)
+    return {"rounds": rounds, "summary": summary}
 
 
 def _commit() -> str:
