@@ -14,7 +14,7 @@ as its integer codes, and one ``meta`` member holding UTF-8 JSON (categories, tr
 what the entry was made from). Nothing in an entry is executable: no pickle anywhere.
 
 Validity: an entry is used only when every file of the source still has the recorded size,
-mtime and content hash (blake2b of the bytes on disk, the compressed bytes for .gz), and the
+mtime and content hash (SHA-256 of the bytes on disk, the compressed bytes for .gz), and the
 entry was written by the same reader code (a hash of copyprof's reader sources and version).
 Anything else — stale, truncated, corrupt, foreign — is a miss: the source is read again and
 the entry rewritten (atomically: temp file + rename, so concurrent runs never see half an entry).
@@ -41,7 +41,7 @@ from copyprof.pandas_import import pandas
 if TYPE_CHECKING:
     import pandas as pd
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: inputs identified by SHA-256 (was blake2b)
 MAX_BYTES_DEFAULT = 8 << 30  # older entries are evicted beyond this (COPYPROF_CACHE_MAX_MB)
 _CODE_DIRS = ("readers", "taxonomy")  # whose sources, with events.py and load.py, key the entries
 
@@ -165,7 +165,7 @@ def _same_files(recorded: Any, paths: tuple[str, ...]) -> bool:
         return False
     for rec, p in zip(recorded, paths):
         now = _stat(p)
-        if any(rec.get(k) != now[k] for k in ("path", "size", "mtime_ns")) or rec.get("blake2b") != file_hash(p):
+        if any(rec.get(k) != now[k] for k in ("path", "size", "mtime_ns")) or rec.get("sha256") != file_hash(p):
             return False
     return True
 

@@ -27,13 +27,15 @@ _hashes: dict[tuple[str, int, int, int, int], str] = {}
 
 
 def file_hash(path: str) -> str:
-    """blake2b of the file's bytes; remembered within this process per (path, inode, size,
+    """SHA-256 of the file's bytes; remembered within this process per (path, inode, size,
     mtime, ctime) — any write changes ctime, which utime cannot set back — so checking an entry
-    and then loading it reads the file once."""
+    and then loading it reads the file once. SHA-256, not blake2b: OpenSSL's uses the CPU's SHA
+    instructions where present (1.56 vs 0.83 GB/s on this project's VM: 42 vs 80 ms for a 1 GB
+    trace's 66 MB gzip, paid before every cached or first report)."""
     st = os.stat(path)
     key = (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if key not in _hashes:
-        h = hashlib.blake2b(digest_size=20)
+        h = hashlib.sha256()
         with open(path, "rb") as fh:
             while chunk := fh.read(1 << 22):
                 h.update(chunk)
@@ -48,7 +50,7 @@ def file_stat(path: str) -> dict[str, Any]:
 
 def identify(path: str) -> dict[str, Any]:
     """What a cache entry records of an input file: path, size, mtime and content hash."""
-    return {**file_stat(path), "blake2b": file_hash(path)}
+    return {**file_stat(path), "sha256": file_hash(path)}
 
 
 _code_hashes: dict[tuple[Path, ...], str] = {}

@@ -8,7 +8,7 @@ no numpy, no pandas.
 Key: copyprof's version and the hash of all its Python sources (any code change is a miss),
 the path as given (it is printed), the options that change the analysis (model layout, rank,
 --all-steps), and for every file the analysis reads — each trace source, and the small files
-at the top of a run directory (run.json, timing.json, …) — its path, size, mtime and blake2b.
+at the top of a run directory (run.json, timing.json, …) — its path, size, mtime and SHA-256.
 
 Entries are JSON (never pickle), written atomically (temp file + rename); a damaged, foreign
 or unreadable entry is a miss, never an error. An analysis that JSON cannot hold exactly is
