@@ -71,7 +71,9 @@ _INT_COLUMNS: dict[str, str] = {
 }
 CLOCK_COLUMNS: tuple[str, ...] = ("start_ns",)  # always int64
 COMPACT_COLUMNS: tuple[str, ...] = tuple(c for c in _INT_COLUMNS if c not in CLOCK_COLUMNS)  # narrowest dtype
-_INT_TYPES = (np.int8, np.int16, np.int32, np.int64)
+# (dtype, itemsize, min, max) narrowest first: narrowest_int runs per column per chunk.
+_INT_RANGES = tuple((np.dtype(t), np.dtype(t).itemsize, int(np.iinfo(t).min), int(np.iinfo(t).max))
+                    for t in (np.int8, np.int16, np.int32, np.int64))
 COLUMNS: tuple[str, ...] = (
     "kind", "name", "on_gpu", *_INT_COLUMNS, "bytes_src", "copy_dir",
 )
@@ -80,11 +82,10 @@ COLUMNS: tuple[str, ...] = (
 def narrowest_int(lo: int, hi: int, at_least: Any = np.int8) -> np.dtype:
     """The narrowest signed integer dtype (no narrower than ``at_least``) holding lo..hi."""
     floor = np.dtype(at_least).itemsize
-    for t in _INT_TYPES:
-        info = np.iinfo(t)
-        if np.dtype(t).itemsize >= floor and info.min <= lo and hi <= info.max:
-            return np.dtype(t)
-    return np.dtype(np.int64)
+    for dtype, size, low, high in _INT_RANGES:
+        if size >= floor and low <= lo and hi <= high:
+            return dtype
+    return _INT_RANGES[-1][0]
 
 
 def compact_ints(values: Any, widest: str = "int64") -> np.ndarray:
