@@ -101,8 +101,15 @@ def ensure_copyprof(python: str | None) -> tuple[str, dict[str, str | None]]:
              "def v(p):\n    try:\n        return m.version(p)\n    except m.PackageNotFoundError:\n        return None\n"
              "print(sys.version.split()[0], *(v(p) for p in ('pandas', 'numpy', 'pyarrow', 'msgspec', 'isal')))")
     out = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, check=True).stdout.split()
-    return str(py), dict(zip(("python", "pandas", "numpy", "pyarrow", "msgspec", "isal"),
-                             [None if x == "None" else x for x in out]))
+    versions = dict(zip(("python", "pandas", "numpy", "pyarrow", "msgspec", "isal"),
+                        [None if x == "None" else x for x in out]))
+    # The checkout's native Kineto scanner, built in place for this interpreter (setup.py);
+    # the figures say whether it was in use, as without it copyprof reads ~2-3x slower.
+    subprocess.run([str(py), "setup.py", "-q", "build_ext", "--inplace"], cwd=REPO, check=True, capture_output=True)
+    native = subprocess.run([str(py), "-c", "from copyprof.readers.kineto_native import native_available as n; "
+                             "print(n())"], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    versions["native_scanner"] = native
+    return str(py), versions
 
 
 def clear(path: Path) -> None:

@@ -28,7 +28,8 @@ from copyprof.events import _INT_COLUMNS, BYTES_SOURCES, COLUMNS, COMPACT_COLUMN
 from copyprof.pandas_import import pandas
 from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.json_stream import MalformedChunk, NotStreamable, StreamState, stream_event_chunks
-from copyprof.readers.kineto_columns import ChunkResult, Event, columnize, convert_event, decode_columns, gc_paused
+from copyprof.readers.kineto_columns import ChunkResult, Event, columnize, convert_event, gc_paused
+from copyprof.readers.kineto_native import decode_columns
 from copyprof.readers.source import BlockStream, json_size, open_binary
 
 if TYPE_CHECKING:

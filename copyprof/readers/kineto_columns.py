@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -68,24 +68,24 @@ AUX_COLUMNS = ("copy_kind_arg", "memcpy_rows")  # per-chunk extras, not table co
 # Concrete field types let msgspec decode ~3x faster than `Any`; unions cover the spellings
 # seen in real files (roctracer writes runtime args as strings: "bytes": "9216", "kind": "1").
 # An event that fits none of them sends its chunk down the generic path in decode_events.
-_IntLike = int | float | str | None
+IntLike = int | float | str | None
 _NO_DIM = (-1, -1, -1)
 
 
 class EventArgs(msgspec.Struct, gc=False, frozen=True):  # frozen: EMPTY_ARGS is a shared default
-    device: _IntLike = -1
-    stream: _IntLike = -1
-    correlation: _IntLike = -1
-    external_id: _IntLike = msgspec.field(default=-1, name="External id")
-    external_id_legacy: _IntLike = msgspec.field(default=-1, name="external id")
-    bytes: _IntLike = -1
-    size: _IntLike = -1  # ROCm 6.2 runtime copy rows carry `size` instead of `bytes`
-    kind: _IntLike = None
+    device: IntLike = -1
+    stream: IntLike = -1
+    correlation: IntLike = -1
+    external_id: IntLike = msgspec.field(default=-1, name="External id")
+    external_id_legacy: IntLike = msgspec.field(default=-1, name="external id")
+    bytes: IntLike = -1
+    size: IntLike = -1  # ROCm 6.2 runtime copy rows carry `size` instead of `bytes`
+    kind: IntLike = None
     grid: tuple[int, ...] | None = _NO_DIM
     block: tuple[int, ...] | None = _NO_DIM
-    graph_id: _IntLike = msgspec.field(default=-1, name="graph id")
-    graph_node_id: _IntLike = msgspec.field(default=-1, name="graph node id")
-    from_device: _IntLike = msgspec.field(default=-1, name="fromDevice")  # CUPTI PtoP has no `device`
+    graph_id: IntLike = msgspec.field(default=-1, name="graph id")
+    graph_node_id: IntLike = msgspec.field(default=-1, name="graph node id")
+    from_device: IntLike = msgspec.field(default=-1, name="fromDevice")  # CUPTI PtoP has no `device`
 
 
 EMPTY_ARGS = EventArgs()
@@ -96,8 +96,8 @@ class Event(msgspec.Struct, tag_field="ph", tag="X", gc=False):
 
     cat: str | None = None
     name: str | int | float | None = None
-    pid: _IntLike = -1
-    tid: _IntLike = -1
+    pid: IntLike = -1
+    tid: IntLike = -1
     ts: float | str | None = None
     dur: float | str | None = None
     args: EventArgs | None = EMPTY_ARGS  # only an explicit "args": null is None
@@ -118,8 +118,8 @@ for _cls in _OTHER_PHASES[1:]:
 _FAST = msgspec.json.Decoder(list[AnyEvent])
 _GENERIC = msgspec.json.Decoder()
 _ARG_FIELDS = EventArgs.__struct_fields__
-_INT_ARGS = ("device", "from_device", "stream", "correlation", "external_id", "external_id_legacy",
-             "bytes", "size", "graph_id", "graph_node_id")
+INT_ARGS = ("device", "from_device", "stream", "correlation", "external_id", "external_id_legacy",
+            "bytes", "size", "graph_id", "graph_node_id")
 
 
 @contextmanager
@@ -160,12 +160,6 @@ def convert_event(item: Any) -> Event | None:
         return None
 
 
-def decode_columns(data: bytes | memoryview) -> ChunkResult:
-    """Decode + columnise one chunk (the unit of work of the serial and parallel readers)."""
-    with gc_paused():
-        return columnize(decode_events(data))
-
-
 class CategoryMap:
     """Raw category string -> (kind index, on_gpu) with the lookup cached per spelling."""
 
@@ -180,7 +174,7 @@ class CategoryMap:
         return hit
 
 
-_CATMAP = CategoryMap()
+CATMAP = CategoryMap()
 
 
 def to_float(values: list[Any] | tuple[Any, ...]) -> np.ndarray:
@@ -216,7 +210,7 @@ def _fits_int64(f: np.ndarray, scale: float = 1.0) -> np.ndarray:
         return np.isfinite(f) & (np.abs(f) < _INT64_LIMIT / scale)
 
 
-def _tid(values: list[Any]) -> np.ndarray:
+def to_tid(values: list[Any]) -> np.ndarray:
     """Thread/stream ids: ints, or strings like "stream 7" (legacy)."""
     try:
         return np.fromiter(values, dtype=np.int64, count=len(values))
@@ -251,7 +245,7 @@ def _dim3(values: tuple[Any, ...], n: int) -> np.ndarray:
 class ChunkResult:
     """Columns of one chunk plus the counts of everything it saw."""
 
-    __slots__ = ("cols", "names", "name_codes", "counts", "other", "bad", "graph_launches")
+    __slots__ = ("bad", "cols", "counts", "graph_launches", "name_codes", "names", "other")
 
     def __init__(self) -> None:
         self.cols: dict[str, np.ndarray] = {}
@@ -266,8 +260,8 @@ class ChunkResult:
 def _kinds(cats: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     """Kind index per event (-1 unknown category) and on_gpu, looked up per distinct category."""
     n = len(cats)
-    kind_of = {c: _CATMAP(c)[0] for c in set(cats)}
-    gpu_of = {c: _CATMAP(c)[1] for c in kind_of}
+    kind_of = {c: CATMAP(c)[0] for c in set(cats)}
+    gpu_of = {c: CATMAP(c)[1] for c in kind_of}
     kind = np.fromiter(map(kind_of.__getitem__, cats), dtype=np.int64, count=n)
     return kind, np.fromiter(map(gpu_of.__getitem__, cats), dtype=bool, count=n)
 
@@ -297,7 +291,7 @@ def _factorize(names: list[Any]) -> tuple[np.ndarray, list[str]]:
 
 
 def _kept(values: Sequence[Any], keep: np.ndarray, dtype: type, tolerant: Any) -> np.ndarray:
-    """``tolerant(kept values)`` (to_int / to_float / _tid), computed for the common case —
+    """``tolerant(kept values)`` (to_int / to_float / to_tid), computed for the common case —
     every value a plain number — as one C conversion of all values and a boolean mask, with no
     per-event Python list. Anything else takes the tolerant path on the kept values only, so
     the result is the same either way."""
@@ -320,48 +314,92 @@ def _kept_field(structs: list[Any], name: str, keep: np.ndarray, dtype: type, to
 
 def columnize(events: list[Any]) -> ChunkResult:
     """Columns for the kept events of a chunk (see copyprof.events for the schema)."""
-    res = ChunkResult()
     complete = list(compress(events, map(is_, map(type, events), repeat(Event))))
     del events
     kind_all, gpu_all = _kinds(_field(complete, "cat"))
-    name = _field(complete, "name")
-    res.other = int((kind_all == -1).sum())
-    keep = kind_all >= 0
-    res.counts = np.bincount(kind_all[keep], minlength=len(KINDS))
-    cpu_rows = np.flatnonzero(kind_all == _CPU_OP)
-    if len(cpu_rows):  # cpu_ops are kept only when they are host copy ops
-        cpu_names = [name[i] for i in cpu_rows.tolist()]
-        keep[cpu_rows] = np.fromiter(map(HOST_COPY_OPS.__contains__, cpu_names), dtype=bool, count=len(cpu_rows))
-    kind = kind_all[keep]
-    on_gpu = gpu_all[keep]
-    codes, res.names = _factorize(list(compress(name, keep)))
-    res.name_codes = codes
-    rt_names = np.bincount(codes[kind == _RUNTIME], minlength=len(res.names))
-    res.graph_launches = int(sum(int(c) for nm, c in zip(res.names, rt_names) if c and is_graph_launch(nm)))
-
+    codes_all, names_all = _factorize(_field(complete, "name"))
+    res, keep = kept_rows(kind_all, codes_all, names_all)
     ts_f = _kept_field(complete, "ts", keep, np.float64, to_float)
     dur_f = _kept_field(complete, "dur", keep, np.float64, to_float)
-    good = _fits_int64(ts_f, 1000.0)  # a timestamp whose ns do not fit int64 is as unreadable as NaN
-    res.bad = int((~good).sum())
-    dur_f[~_fits_int64(dur_f, 1000.0) | (dur_f < 0)] = 0.0
     pid_i = _kept_field(complete, "pid", keep, np.int64, to_int)
-    tid_i = _kept_field(complete, "tid", keep, np.int64, _tid)
+    tid_i = _kept_field(complete, "tid", keep, np.int64, to_tid)
     args = _field(complete, "args")
-    del name, complete
+    del complete
     if None in args:
         args = [x if x is not None else EMPTY_ARGS for x in args]
     fields = dict(zip(_ARG_FIELDS, _fields(args, len(_ARG_FIELDS))))
     del args
-    a = {f: _kept(fields[f], keep, np.int64, to_int) for f in _INT_ARGS}
+    kind = kind_all[keep]
+    memcpy_rows = np.flatnonzero(keep)[kind == _MEMCPY].tolist()
+    return assemble(res, Kept(
+        kind=kind, on_gpu=gpu_all[keep], codes=codes_all[keep], names=names_all, ts=ts_f, dur=dur_f,
+        pid=pid_i, tid=tid_i, ints={f: _kept(fields[f], keep, np.int64, to_int) for f in INT_ARGS},
+        grid=_dim3(fields["grid"], len(keep))[keep],  # _dim3 is exact value by value: mask afterwards
+        block=_dim3(fields["block"], len(keep))[keep],
+        copy_kind=[k if isinstance(k, str) else "" for k in map(fields["kind"].__getitem__, memcpy_rows)]))
+
+
+def kept_rows(kind_all: np.ndarray, codes_all: np.ndarray, names_all: list[str]) -> tuple[ChunkResult, np.ndarray]:
+    """Counts of a chunk's complete events, and which of them become rows: known categories,
+    and of the cpu_ops only the host copy ops."""
+    res = ChunkResult()
+    res.other = int((kind_all == -1).sum())
+    keep = kind_all >= 0
+    res.counts = np.bincount(kind_all[keep], minlength=len(KINDS))
+    cpu = kind_all == _CPU_OP
+    if cpu.any():
+        host = np.fromiter(map(HOST_COPY_OPS.__contains__, names_all), dtype=bool, count=len(names_all))
+        keep &= ~cpu | host[codes_all]
+    return res, keep
+
+
+class Kept(NamedTuple):
+    """The kept rows' values, as both the Python path and the native scanner produce them."""
+
+    kind: np.ndarray
+    on_gpu: np.ndarray
+    codes: np.ndarray  # name codes into ``names`` (first-seen order over all complete events)
+    names: list[str]
+    ts: np.ndarray  # microseconds, float64, NaN unknown
+    dur: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    ints: dict[str, np.ndarray]  # INT_ARGS, -1 unknown
+    grid: np.ndarray  # (n, 3), -1 unknown
+    block: np.ndarray
+    copy_kind: list[str]  # args.kind of the memcpy rows, "" when not a string
+
+
+def _kept_names(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes renumbered in first-seen order over the kept rows, and only their names."""
+    if not len(codes):
+        return codes.astype(np.int32), []
+    uniq, first = np.unique(codes, return_index=True)
+    order = uniq[np.argsort(first)]
+    if len(order) == len(names) and (order == np.arange(len(names))).all():
+        return codes.astype(np.int32, copy=False), names
+    remap = np.zeros(len(names), dtype=np.int32)
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    return remap[codes], [names[i] for i in order.tolist()]
+
+
+def assemble(res: ChunkResult, k: Kept) -> ChunkResult:
+    """The chunk's table columns from its kept rows (shared by both paths: same table)."""
+    res.name_codes, res.names = _kept_names(k.codes, k.names)
+    rt_names = np.bincount(res.name_codes[k.kind == _RUNTIME], minlength=len(res.names))
+    res.graph_launches = int(sum(int(c) for nm, c in zip(res.names, rt_names) if c and is_graph_launch(nm)))
+    ts_f, dur_f, a = k.ts, k.dur, k.ints
+    good = _fits_int64(ts_f, 1000.0)  # a timestamp whose ns do not fit int64 is as unreadable as NaN
+    res.bad = int((~good).sum())
+    dur_f = np.where(~_fits_int64(dur_f, 1000.0) | (dur_f < 0), 0.0, dur_f)
+    on_gpu = k.on_gpu
     dev = np.where(a["device"] >= 0, a["device"], a["from_device"])
-    dev = np.where(dev >= 0, dev, pid_i)
-    stream = np.where(on_gpu & (a["stream"] >= 0), a["stream"], tid_i)
-    grid = _dim3(fields["grid"], len(keep))[keep]  # _dim3 is exact value by value: mask afterwards
-    block = _dim3(fields["block"], len(keep))[keep]
-    arg_kind = [fields["kind"][i] for i in np.flatnonzero(keep)[kind == _MEMCPY].tolist()]
+    dev = np.where(dev >= 0, dev, k.pid)
+    stream = np.where(on_gpu & (a["stream"] >= 0), a["stream"], k.tid)
     i32 = np.int32  # the table's dtype for these (events._INT_COLUMNS); cast here, once
+    grid, block = k.grid, k.block
     cols = {
-        "kind_idx": kind.astype(np.int8),
+        "kind_idx": k.kind.astype(np.int8),
         "on_gpu": on_gpu,
         "device": np.where(on_gpu, dev, -1).astype(i32),
         "stream": stream,
@@ -376,11 +414,11 @@ def columnize(events: list[Any]) -> ChunkResult:
         "graph_node_id": a["graph_node_id"],
     }
     # roctracer memcpy ops carry the direction in args.kind ("DtoD"); names say it too.
-    mk = np.flatnonzero(kind == _MEMCPY)
-    cols["copy_kind_arg"] = np.array([k if isinstance(k, str) else "" for k in arg_kind], dtype=object)
+    mk = np.flatnonzero(k.kind == _MEMCPY)
+    cols["copy_kind_arg"] = np.array(k.copy_kind, dtype=object)
     cols["memcpy_rows"] = mk
     if res.bad:
-        res.cols = {k: (v[good] if k not in AUX_COLUMNS else v) for k, v in cols.items()}
+        res.cols = {key: (v[good] if key not in AUX_COLUMNS else v) for key, v in cols.items()}
         res.name_codes = res.name_codes[good]
         # memcpy rows index the unfiltered chunk; recompute them after dropping bad rows.
         res.cols["memcpy_rows"] = np.flatnonzero(res.cols["kind_idx"] == _MEMCPY)

@@ -1,0 +1,130 @@
+"""Decode one chunk of Kineto events: the native scanner first, the Python path when it declines.
+
+Why two paths: the Python path (kineto_columns.py: msgspec Structs, then numpy columns) costs
+~3.3 s of CPU per GB of JSON, most of it building and reading back a Python object per event;
+the native scanner (_kineto_scan.c) reads the same fields straight into packed rows. It is an
+optional C extension: a build without a compiler, or ``COPYPROF_NATIVE=0`` in the
+environment, leaves the Python path, which gives the same tables.
+
+The scanner accepts only the common, unambiguous shapes of a chunk and declines the rest
+(escapes in the strings the reader keys on, nulls or strings in id fields, duplicate keys,
+malformed JSON, ...); the Python path then decodes that chunk with its own tolerant rules and
+error reporting. Both feed :func:`kineto_columns.assemble`, so everything after the decode is
+shared code.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from copyprof.readers.kineto_columns import (CATMAP, INT_ARGS, ChunkResult, IntLike, Kept, assemble, columnize,
+                                             decode_events, gc_paused, kept_rows, to_float, to_int, to_tid)
+
+try:  # built by setup.py when a C compiler is there; optional
+    from copyprof.readers import _kineto_scan
+except ImportError:  # pragma: no cover - depends on the build
+    _kineto_scan = None  # type: ignore[assignment]
+
+# One packed row and one side-table entry of _kineto_scan.c (struct Row, struct Side);
+# native_available() checks them against the C side's sizeof.
+ROW = np.dtype({
+    "names": ["cat", "name", "pid", "tid", "ts", "dur", "ints", "grid", "block", "kind_off", "kind_len"],
+    "formats": ["<i4", "<i4", "<i8", "<i8", "<f8", "<f8", ("<i8", (len(INT_ARGS),)), ("<i8", (3,)), ("<i8", (3,)),
+                "<i8", "<i8"],
+    "offsets": [0, 4, 8, 16, 24, 32, 40, 120, 144, 168, 176],
+    "itemsize": 184,
+})
+SIDE = np.dtype({"names": ["row", "field", "len", "off"], "formats": ["<i8", "<i4", "<i4", "<i8"],
+                 "offsets": [0, 8, 12, 16], "itemsize": 24})
+SIDE_FIELDS = (*INT_ARGS, "pid", "tid", "ts", "dur")  # Side.field codes (A_*, S_PID, S_TID, S_TS, S_DUR)
+# The Python path's field types (kineto_columns.EventArgs / Event) and tolerant conversions.
+_ID_VALUE = msgspec.json.Decoder(IntLike)
+_TIME_VALUE = msgspec.json.Decoder(float | str | None)
+_MEMCPY = 1
+
+
+def native_available() -> bool:
+    """Whether chunks go to the native scanner (built, matching layout, not switched off)."""
+    return (_kineto_scan is not None and _kineto_scan.row_size() == (ROW.itemsize, SIDE.itemsize)
+            and os.environ.get("COPYPROF_NATIVE", "1") != "0")
+
+
+def scan_columns(data: bytes | memoryview) -> ChunkResult | str:
+    """The chunk's columns from the native scanner, or its one-line reason for declining."""
+    out = _kineto_scan.scan(data)
+    if isinstance(out, str):
+        return out
+    n, buf, side, cats, names = out
+    rows = np.frombuffer(buf, dtype=ROW, count=n)
+    facts = [CATMAP(c) for c in cats] + [(-1, False)]  # code -1 (no category) is the last entry
+    kind_all = np.array([k for k, _ in facts], dtype=np.int64)[rows["cat"]]
+    gpu_all = np.array([g for _, g in facts], dtype=bool)[rows["cat"]]
+    res, keep = kept_rows(kind_all, rows["name"], names)
+    kept = rows[keep]
+    kind = kind_all[keep]
+    cols = {f: np.ascontiguousarray(kept["ints"][:, i]) for i, f in enumerate(INT_ARGS)}
+    cols.update(pid=kept["pid"], tid=kept["tid"], ts=kept["ts"], dur=kept["dur"])
+    _redo_irregular(cols, np.frombuffer(side, dtype=SIDE), keep, data)
+    return assemble(res, Kept(
+        kind=kind, on_gpu=gpu_all[keep], codes=kept["name"], names=names, ts=cols.pop("ts"), dur=cols.pop("dur"),
+        pid=cols.pop("pid"), tid=cols.pop("tid"), ints=cols,
+        grid=kept["grid"], block=kept["block"], copy_kind=_copy_kinds(data, kept[kind == _MEMCPY])))
+
+
+def _redo_irregular(cols: dict[str, np.ndarray], side: np.ndarray, keep: np.ndarray, data: bytes | memoryview) -> None:
+    """Columns where a kept row held an id or time in another shape than a plain number
+    (roctracer's "bytes": "9216" and "stream": "0x0", nulls, floats, huge integers) are
+    converted again by the Python path's own tolerant function, from the kept values with
+    those texts decoded as that path's msgspec types would decode them: the same column on
+    any numpy and pandas, with no second copy of those rules here."""
+    if not len(side):
+        return
+    hit = side[keep[side["row"]]]
+    if not len(hit):
+        return
+    position = np.cumsum(keep) - 1  # row among the kept ones
+    view = memoryview(data)
+    for code in np.unique(hit["field"]).tolist():
+        name = SIDE_FIELDS[code]
+        mine = hit[hit["field"] == code]
+        decode = (_TIME_VALUE if name in ("ts", "dur") else _ID_VALUE).decode
+        values: list[Any] = cols[name].tolist()
+        for at, off, n in zip(position[mine["row"]].tolist(), mine["off"].tolist(), mine["len"].tolist()):
+            values[at] = decode(view[off:off + n])
+        convert = to_float if name in ("ts", "dur") else to_tid if name == "tid" else to_int
+        cols[name] = convert(values)
+
+
+def _copy_kinds(data: bytes | memoryview, memcpy: np.ndarray) -> list[str]:
+    """args.kind of the memcpy rows (the scanner checked them: UTF-8, no escapes)."""
+    view = memoryview(data)
+    return [bytes(view[o:o + n]).decode() if o >= 0 else ""
+            for o, n in zip(memcpy["kind_off"].tolist(), memcpy["kind_len"].tolist())]
+
+
+def decode_columns(data: bytes | memoryview) -> ChunkResult:
+    """Decode + columnise one chunk (the unit of work of the serial and parallel readers).
+
+    Raises msgspec.DecodeError when the chunk is not JSON (from the Python path, whose
+    messages and salvage rules the readers rely on)."""
+    if _NATIVE:
+        res = scan_columns(data)
+        if not isinstance(res, str):
+            return res
+    with gc_paused():
+        return columnize(decode_events(data))
+
+
+_NATIVE = native_available()
+
+
+def reason_declined(data: bytes | memoryview) -> str | None:
+    """Why the native scanner would hand this chunk to the Python path (None: it would not);
+    for tests and ``--debug`` diagnostics."""
+    if _kineto_scan is None:
+        return "native scanner not built"
+    out: Any = _kineto_scan.scan(data)
+    return out if isinstance(out, str) else None

@@ -1,0 +1,254 @@
+"""The native Kineto scanner against the Python path it stands in for.
+
+The contract (copyprof/readers/_kineto_scan.c): for any chunk, the scanner either declines
+(returns a reason and the Python path decodes the chunk) or returns exactly the columns the
+Python path gives. These tests hold it to that on real traces (where it must not decline:
+that is the fast path users get), on damaged and retyped copies of real events, and on
+generated numbers and strings, and check that it declines whatever msgspec rejects.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from copyprof.readers import kineto_native
+from copyprof.readers.json_stream import StreamState, stream_event_chunks
+from copyprof.readers.kineto_columns import ChunkResult, columnize, decode_events, gc_paused
+from copyprof.readers.kineto_native import ROW, native_available, scan_columns
+from copyprof.readers.source import BlockStream
+from tests.fuzz.mutate import ARG_FIELDS, BYTE_OPS, EVENT_FIELDS, WEIRD, byte_op
+
+REPO = Path(__file__).resolve().parents[1]
+scan = pytest.importorskip("copyprof.readers._kineto_scan").scan
+
+
+def python_path(data: bytes) -> ChunkResult | None:
+    """The Python path's result, or None when it rejects the chunk as malformed JSON."""
+    try:
+        with gc_paused():
+            return columnize(decode_events(data))
+    except msgspec.DecodeError:
+        return None
+
+
+def assert_same(got: ChunkResult, want: ChunkResult) -> None:
+    assert got.names == want.names
+    assert got.name_codes.dtype == want.name_codes.dtype and np.array_equal(got.name_codes, want.name_codes)
+    assert np.array_equal(got.counts, want.counts)
+    assert (got.other, got.bad, got.graph_launches) == (want.other, want.bad, want.graph_launches)
+    assert got.cols.keys() == want.cols.keys()
+    for key, want_col in want.cols.items():
+        col = got.cols[key]
+        assert col.dtype == want_col.dtype, key
+        assert col.shape == want_col.shape and (col == want_col).all(), key
+
+
+def check(data: bytes) -> bool:
+    """Native and Python paths agree on ``data``; True when the scanner accepted it."""
+    want = python_path(data)
+    got = scan_columns(data)
+    if want is None:  # malformed JSON: the scanner must not accept what msgspec rejects
+        assert isinstance(got, str), data[:200]
+        return False
+    if isinstance(got, str):
+        assert " at byte " in got or "kept event" in got  # a one-line reason
+        return False
+    assert_same(got, want)
+    return True
+
+
+def chunks(path: Path, limit: int) -> list[bytes]:
+    """The first ``limit`` chunks the serial reader decodes from ``path`` (pieces, and the
+    text after the last cut, which compact one-line files are made of)."""
+    out: list[bytes] = []
+
+    def record(data: bytes | memoryview) -> None:
+        if len(out) < limit:
+            out.append(bytes(data))
+
+    stream = BlockStream(str(path))
+    for _ in stream_event_chunks(stream, record, StreamState(), stream.block_size):
+        pass
+    assert out, f"{path.name}: no chunks"
+    return out
+
+
+def real_traces() -> list[Path]:
+    samples = REPO.parent / "shared" / "sample_traces"
+    files = sorted(samples.glob("kineto_*.json.gz")) + sorted((REPO / "traces").rglob("*.pt.trace.json.gz"))
+    return [f for f in files if f.is_file()]
+
+
+def test_the_scanner_is_built_and_in_use():
+    # setup.py builds it wherever a C compiler is (CI has one); without it copyprof still works
+    # but reads Kineto ~2-3x slower, which this test is here to notice.
+    assert native_available()
+    assert kineto_native._NATIVE
+
+
+def test_switched_off_by_environment(monkeypatch):
+    monkeypatch.setenv("COPYPROF_NATIVE", "0")
+    assert not native_available()
+
+
+@pytest.mark.parametrize("path", real_traces(), ids=lambda p: p.name[:40])
+def test_real_traces_take_the_native_path_and_match(path):
+    # Every chunk of every real capture (public samples, our H200 captures) must be accepted
+    # and give the Python path's columns exactly; the first chunks of big files suffice.
+    for data in chunks(path, limit=4):
+        assert check(data), f"{path.name}: declined: {scan_columns(data)}"
+
+
+def _real_events(limit: int = 60) -> list[dict]:
+    """A mix of real events: kernels, runtime, memcpy, annotations, flows, the Trace span."""
+    samples = REPO.parent / "shared" / "sample_traces"
+    out: list[dict] = []
+    for name in ("kineto_cupti_b200_eager.json.gz", "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz"):
+        path = samples / name
+        if not path.is_file():
+            pytest.skip(f"sample {name} not found")
+        events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+        by_cat: dict[str, list[dict]] = {}
+        for ev in events:
+            by_cat.setdefault(f"{ev.get('ph')}/{ev.get('cat')}", []).append(ev)
+        for group in by_cat.values():
+            out.extend(group[:4])
+    return out[: limit * 4]
+
+
+def _dumps(events: list[dict], rng: random.Random) -> bytes:
+    indent = rng.choice((None, None, 1, 4))
+    return json.dumps(events, indent=indent, ensure_ascii=rng.random() < 0.5).encode()
+
+
+def test_byte_damage_is_declined_or_matches():
+    # Random byte damage of real events: either both paths agree, or the scanner declines;
+    # where msgspec rejects the bytes as JSON, the scanner must decline (checked in `check`).
+    rng = random.Random(7)
+    events = _real_events()
+    base = _dumps(events, rng)
+    accepted = 0
+    for i in range(600):
+        data = byte_op(base, BYTE_OPS[i % len(BYTE_OPS)], rng)
+        accepted += check(data)
+    assert accepted > 20  # some damage leaves valid JSON (inside strings, digits): compared
+
+
+def test_retyped_fields_are_declined_or_match():
+    # One field of one event replaced by an odd value (null, bool, huge int, NaN, numeric
+    # string, array, object, long or non-UTF-8-looking string...): the shapes the Python path
+    # has tolerant rules for. Most must still be accepted and match (odd values in rows the
+    # reader drops, for instance).
+    rng = random.Random(11)
+    events = _real_events()
+    accepted = 0
+    for _ in range(800):
+        evs = [dict(e) for e in events]
+        ev = rng.choice(evs)
+        if rng.random() < 0.5 and isinstance(ev.get("args"), dict):
+            ev["args"] = dict(ev["args"], **{rng.choice(ARG_FIELDS): rng.choice(WEIRD)})
+        else:
+            ev[rng.choice(EVENT_FIELDS)] = rng.choice(WEIRD)
+        try:
+            data = _dumps(evs, rng)
+        except ValueError:
+            continue
+        accepted += check(data)
+    assert accepted > 200
+
+
+def _row_ts(text: str) -> float | None:
+    out = scan(f'[{{"ph":"X","name":"k","ts":{text}}}]'.encode())
+    if isinstance(out, str):
+        return None
+    return float(np.frombuffer(out[1], dtype=ROW)["ts"][0])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 10**17), st.integers(0, 19), st.sampled_from(["", "-"]))
+def test_decimal_times_are_correctly_rounded(digits, frac, sign):
+    # Kineto writes ts as microseconds with three decimals (16-17 significant digits): the
+    # scanner's fast path must give exactly msgspec's value (the Python path's decoder), bit
+    # for bit: correctly rounded, and integer -0 read as 0.0 as msgspec reads it.
+    s = str(digits).rjust(frac + 1, "0")
+    text = f"{sign}{s[:len(s) - frac]}.{s[len(s) - frac:]}" if frac else f"{sign}{s}"
+    got, want = _row_ts(text), msgspec.json.decode(text, type=float)
+    assert got is not None and got == want and str(got) == str(want)
+    if frac:
+        assert got == float(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False), st.sampled_from(["r", "e", "f"]))
+def test_any_float_text_reads_as_python_reads_it(x, style):
+    text = {"r": repr(x), "e": f"{x:.17e}", "f": f"{x:.6f}"}[style]
+    want = msgspec.json.decode(text, type=float)
+    assert str(_row_ts(text)) == str(want) and want == float(text)  # (texts here are < 400 bytes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40), st.text(max_size=12))
+def test_any_name_or_category_is_declined_or_matches(name, cat):
+    doc = [{"ph": "X", "cat": cat or "kernel", "name": name, "pid": 0, "tid": 1, "ts": 1.5, "dur": 2,
+            "args": {"device": 0, "stream": 7, "kind": name}},
+           {"ph": "X", "cat": "gpu_memcpy", "name": name, "pid": 0, "tid": 1, "ts": 2, "dur": 1,
+            "args": {"kind": name, "bytes": 8}}]
+    for ascii_only in (True, False):
+        check(json.dumps(doc, ensure_ascii=ascii_only).encode())
+
+
+@pytest.mark.parametrize("text,reason", [
+    ('[{"ph":"X","name":"a","ph":"X"}]', "duplicate ph"),
+    ('[{"ph":"X","name":"a","args":{"device":0,"device":1}}]', "duplicate args key"),
+    ('[{"ph":"X","na\\u006de":"a"}]', "escaped key"),
+    ('[{"ph":"X","name":"a\\"b"}]', "escaped string"),
+    ('[{"ph":"Q","name":"a"}]', "unknown ph"),
+    ('[{"name":"a"}]', "event without ph"),
+    ('[{"ph":"X","name":"a","args":null}]', "args is not an object"),
+    ('[{"ph":"X","name":"a","args":{"grid":[1.5,1,1]}}]', "expected an integer"),
+    ('[{"ph":"X","name":"a","args":{"kind":1e400}}]', "args.kind is a float"),
+    ('[{"ph":"X","name":"a","ts":1e400}]', "float out of range"),
+    ('[{"ph":"X","name":"a","pid":true}]', "unexpected type"),
+    ('[{"ph":"X","name":"a"},]', "array item is not an object"),
+    ('[{"ph":"X","name":"a","x":"\\ud800"}]', "surrogate escape"),
+    ('[{"ph":"X","name":"a","x":"\xff"}]', "invalid UTF-8"),
+    ('[1]', "not an object"),
+    ('[{"ph":"X","name":"a"}] x', "text after the array"),
+])
+def test_declines_with_a_reason(text, reason):
+    # Each of these is either rejected by msgspec or has a shape whose meaning the Python
+    # path owns: the scanner must hand it over, saying why and where.
+    out = scan(text.encode("latin-1") if "\xff" in text else text.encode())
+    assert isinstance(out, str) and reason in out and " at byte " in out
+    check(text.encode("latin-1") if "\xff" in text else text.encode())
+
+
+def test_irregular_ids_in_kept_rows_follow_the_python_rules():
+    # roctracer writes runtime args as strings ("bytes": "9216", "stream": "0x0"). A kept
+    # column holding one goes through the Python path's tolerant conversion as a whole:
+    # "9216" is 9216; "0x0" is unreadable (-1) and sends its column through float64, so an
+    # integer above 2**53 in another row of that column is rounded as that path rounds it.
+    big = 2**53 + 1
+    data = json.dumps([
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipMemcpyAsync", "pid": 851, "tid": 851, "ts": 1.5, "dur": 2,
+         "args": {"correlation": 5, "bytes": "9216", "stream": "0x0", "kind": "1"}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": "Spans", "tid": 3, "ts": 4, "dur": 1,
+         "args": {"correlation": 6, "bytes": 64, "stream": big, "device": 0}},
+    ]).encode()
+    assert check(data)  # accepted, and equal to the Python path
+    res = scan_columns(data)
+    assert res.cols["bytes"].tolist() == [9216, 64]
+    assert res.cols["stream"].tolist() == [851, int(float(big))] and int(float(big)) != big  # runtime: the thread
+    assert res.cols["device"].tolist() == [-1, 0]
+    # The dropped Trace span's string pid/tid change nothing, and are accepted too.
+    data = (b'[{"ph":"X","cat":"Trace","name":"t","pid":"Spans","tid":"PyTorch Profiler","ts":0,"dur":9},'
+            b'{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"device":0}}]')
+    assert check(data)
