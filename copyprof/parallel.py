@@ -32,7 +32,7 @@ import msgspec
 
 from copyprof.errors import CopyprofError
 from copyprof.readers.json_stream import FAILED, Piece, PieceMerger, StreamState, split_pieces
-from copyprof.readers.kineto_columns import ChunkResult
+from copyprof.readers.kineto_chunk import ChunkResult
 from copyprof.readers.kineto_native import decode_columns
 from copyprof.readers.source import BlockStream
 

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from copyprof.readers import kineto_native
 from copyprof.readers.json_stream import StreamState, stream_event_chunks
-from copyprof.readers.kineto_columns import ChunkResult, columnize, decode_events, gc_paused
+from copyprof.readers.kineto_chunk import ChunkResult
+from copyprof.readers.kineto_columns import columnize, decode_events, gc_paused
 from copyprof.readers.kineto_native import ROW, native_available, scan_columns
 from copyprof.readers.source import BlockStream
 from tests.fuzz.mutate import ARG_FIELDS, BYTE_OPS, EVENT_FIELDS, WEIRD, byte_op

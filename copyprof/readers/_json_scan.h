@@ -343,6 +343,30 @@ static int read_plain_string(Cur *c, const unsigned char **s, Py_ssize_t *n) {
     return 0;
 }
 
+/* A member's key, up to its value (cursor after the ':'). Escaped keys are declined: msgspec
+ * matches field names after unescaping, and the scanner compares raw bytes. */
+static int read_key(Cur *c, const unsigned char **k, Py_ssize_t *kn) {
+    int esc;
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != '"') DECLINE(c, "expected a key");
+    if (lex_string(c, k, kn, &esc) < 0) return -1;
+    if (esc) DECLINE(c, "escaped key");
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != ':') DECLINE(c, "expected ':'");
+    c->p++;
+    skip_ws(c);
+    return 0;
+}
+
+/* After a member's value: 1 when another member follows (','), 0 at the object's '}'. */
+static int next_member(Cur *c) {
+    skip_ws(c);
+    if (c->p >= c->end) DECLINE(c, "unterminated object");
+    if (*c->p == ',') { c->p++; return 1; }
+    if (*c->p == '}') { c->p++; return 0; }
+    DECLINE(c, "expected ',' or '}'");
+}
+
 static inline int key_is(const unsigned char *s, Py_ssize_t n, const char *lit, Py_ssize_t ln) {
     return n == ln && memcmp(s, lit, (size_t)ln) == 0;
 }

@@ -166,15 +166,8 @@ static int read_args(Cur *c, Row *r, Tables *t) {
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') { c->p++; return 0; }
     for (;;) {
-        const unsigned char *k; Py_ssize_t kn; int esc;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != '"') DECLINE(c, "expected a key");
-        if (lex_string(c, &k, &kn, &esc) < 0) return -1;
-        if (esc) DECLINE(c, "escaped key");
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') DECLINE(c, "expected ':'");
-        c->p++;
-        skip_ws(c);
+        const unsigned char *k; Py_ssize_t kn;
+        if (read_key(c, &k, &kn) < 0) return -1;
         int slot = -1, bit = -1;
         if (KEY("device")) slot = A_DEVICE;
         else if (KEY("fromDevice")) slot = A_FROM_DEVICE;
@@ -215,11 +208,9 @@ static int read_args(Cur *c, Row *r, Tables *t) {
                 if (!is_int || int_value(s, c->p, &v) < 0) DECLINE(c, "args.kind is a float or beyond int64");
             } else DECLINE(c, "args.kind of an unexpected type");
         } else if (skip_value(c, 2) < 0) return -1;
-        skip_ws(c);
-        if (c->p >= c->end) DECLINE(c, "unterminated args");
-        if (*c->p == ',') { c->p++; continue; }
-        if (*c->p == '}') { c->p++; return 0; }
-        DECLINE(c, "expected ',' or '}'");
+        int more = next_member(c);
+        if (more < 0) return -1;
+        if (!more) return 0;
     }
 }
 
@@ -269,15 +260,8 @@ static int read_event(Cur *c, Row *r, Tables *t, int *is_x) {
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') DECLINE(c, "event without ph");
     for (;;) {
-        const unsigned char *k; Py_ssize_t kn; int esc;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != '"') DECLINE(c, "expected a key");
-        if (lex_string(c, &k, &kn, &esc) < 0) return -1;
-        if (esc) DECLINE(c, "escaped key");
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') DECLINE(c, "expected ':'");
-        c->p++;
-        skip_ws(c);
+        const unsigned char *k; Py_ssize_t kn;
+        if (read_key(c, &k, &kn) < 0) return -1;
         int f = -1;
         if (KEY("ph")) {
             const unsigned char *s; Py_ssize_t n;
@@ -306,11 +290,9 @@ static int read_event(Cur *c, Row *r, Tables *t, int *is_x) {
                 if (skip_value(c, 1) < 0) return -1;
             }
         } else if (!KEY("ph") && skip_value(c, 1) < 0) return -1;
-        skip_ws(c);
-        if (c->p >= c->end) DECLINE(c, "unterminated event");
-        if (*c->p == ',') { c->p++; continue; }
-        if (*c->p == '}') { c->p++; break; }
-        DECLINE(c, "expected ',' or '}'");
+        int more = next_member(c);
+        if (more < 0) return -1;
+        if (!more) break;
     }
     if (!ph) DECLINE(c, "event without ph");
     *is_x = (ph == 'X');

@@ -7,8 +7,9 @@ CUPTI kernels carry ``grid``/``block`` in blocks/threads and (2026 kineto) ``gra
 ``graph node id``; ROCm runtime rows are ``cat: cuda_runtime``; legacy (2020-21) files use a
 bare list, capitalised categories and ``"external id"``; ``pid`` may be a string.
 
-Speed: see kineto_columns (the decode + columnise hot path, shared by the serial path here and
-the worker processes of copyprof/parallel.py). Events of other categories (python_function,
+Speed: see kineto_native (the decode hot path: the native scanner, with kineto_columns' Python
+path for the chunks it declines; shared by the serial path here and the worker processes of
+copyprof/parallel.py). Events of other categories (python_function,
 flows, counters) are counted and dropped; cpu_ops are kept only when they are copy ops. The
 per-chunk columns are joined column by column (each chunk's copy freed as it is used) and the
 frame is built without pandas' consolidation copy, so peak memory is about one table.
@@ -28,7 +29,8 @@ from copyprof.events import _INT_COLUMNS, BYTES_SOURCES, COLUMNS, COMPACT_COLUMN
 from copyprof.pandas_import import pandas
 from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.json_stream import MalformedChunk, NotStreamable, StreamState, stream_event_chunks
-from copyprof.readers.kineto_columns import ChunkResult, Event, columnize, convert_event, gc_paused
+from copyprof.readers.kineto_chunk import ChunkResult
+from copyprof.readers.kineto_columns import Event, columnize, convert_event, gc_paused
 from copyprof.readers.kineto_native import decode_columns
 from copyprof.readers.source import BlockStream, json_size, open_binary
 

@@ -9,7 +9,7 @@ environment, leaves the Python path, which gives the same tables.
 The scanner accepts only the common, unambiguous shapes of a chunk and declines the rest
 (escapes in the strings the reader keys on, nulls or strings in id fields, duplicate keys,
 malformed JSON, ...); the Python path then decodes that chunk with its own tolerant rules and
-error reporting. Both feed :func:`kineto_columns.assemble`, so everything after the decode is
+error reporting. Both feed :func:`kineto_chunk.assemble`, so everything after the decode is
 shared code.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from copyprof.readers.kineto_columns import (CATMAP, INT_ARGS, ChunkResult, IntLike, Kept, assemble, columnize,
-                                             decode_events, gc_paused, kept_rows, to_float, to_int, to_tid)
+from copyprof.readers.kineto_chunk import CATMAP, MEMCPY, ChunkResult, Kept, assemble, kept_rows
+from copyprof.readers.kineto_columns import INT_ARGS, IntLike, columnize, decode_events, gc_paused, to_float, to_int, to_tid
 
 try:  # built by setup.py when a C compiler is there; optional
     from copyprof.readers import _kineto_scan
@@ -43,7 +43,6 @@ SIDE_FIELDS = (*INT_ARGS, "pid", "tid", "ts", "dur")  # Side.field codes (A_*, S
 # The Python path's field types (kineto_columns.EventArgs / Event) and tolerant conversions.
 _ID_VALUE = msgspec.json.Decoder(IntLike)
 _TIME_VALUE = msgspec.json.Decoder(float | str | None)
-_MEMCPY = 1
 
 
 def native_available() -> bool:
@@ -71,7 +70,7 @@ def scan_columns(data: bytes | memoryview) -> ChunkResult | str:
     return assemble(res, Kept(
         kind=kind, on_gpu=gpu_all[keep], codes=kept["name"], names=names, ts=cols.pop("ts"), dur=cols.pop("dur"),
         pid=cols.pop("pid"), tid=cols.pop("tid"), ints=cols,
-        grid=kept["grid"], block=kept["block"], copy_kind=_copy_kinds(data, kept[kind == _MEMCPY])))
+        grid=kept["grid"], block=kept["block"], copy_kind=_copy_kinds(data, kept[kind == MEMCPY])))
 
 
 def _redo_irregular(cols: dict[str, np.ndarray], side: np.ndarray, keep: np.ndarray, data: bytes | memoryview) -> None:

@@ -1,0 +1,169 @@
+"""What a decoded Kineto chunk becomes, whichever decoder read it: counts, kept rows, columns.
+
+Why a module of its own: the chunk is decoded by the native scanner (kineto_native.py) or by
+the Python path (kineto_columns.py); both produce the same :class:`Kept` values and hand them
+to :func:`assemble` here, so the rules that decide which events become rows and how columns
+are derived exist once, and the two paths cannot drift apart.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from copyprof.events import KINDS
+from copyprof.taxonomy.copies import HOST_COPY_OPS, is_graph_launch
+
+# Category -> kind index in KINDS (+ on_gpu). Lower-cased; ActivityType.h list + legacy
+# spellings (tb_plugin samples 2020-21: Kernel, Memcpy, Memset, Runtime, Operator).
+CATEGORIES: dict[str, tuple[int, bool]] = {
+    "kernel": (0, True),
+    "gpu_memcpy": (1, True),
+    "memcpy": (1, True),
+    "gpu_memset": (2, True),
+    "memset": (2, True),
+    "cuda_runtime": (3, False),
+    "cuda_driver": (3, False),
+    "runtime": (3, False),
+    "hip_runtime": (3, False),
+    "xpu_runtime": (3, False),
+    "privateuse1_runtime": (3, False),
+    "user_annotation": (4, False),
+    "gpu_user_annotation": (4, True),
+    "cpu_op": (5, False),
+    "operator": (5, False),
+}
+_CPU_OP = 5
+_RUNTIME = 3
+MEMCPY = 1
+AUX_COLUMNS = ("copy_kind_arg", "memcpy_rows")  # per-chunk extras, not table columns
+
+
+class CategoryMap:
+    """Raw category string -> (kind index, on_gpu) with the lookup cached per spelling."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Any, tuple[int, bool]] = {}
+
+    def __call__(self, cat: Any) -> tuple[int, bool]:
+        hit = self._cache.get(cat)
+        if hit is None:
+            hit = CATEGORIES.get(cat.lower(), (-1, False)) if isinstance(cat, str) else (-1, False)
+            self._cache[cat] = hit
+        return hit
+
+
+CATMAP = CategoryMap()
+
+_INT64_LIMIT = 2.0**63
+
+
+def fits_int64(f: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """Finite values that an int64 holds once multiplied by ``scale`` (casting others gives
+    garbage and a RuntimeWarning; the test divides the limit, as multiplying 1e308 overflows)."""
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(f) & (np.abs(f) < _INT64_LIMIT / scale)
+
+
+class ChunkResult:
+    """Columns of one chunk plus the counts of everything it saw."""
+
+    __slots__ = ("bad", "cols", "counts", "graph_launches", "name_codes", "names", "other")
+
+    def __init__(self) -> None:
+        self.cols: dict[str, np.ndarray] = {}
+        self.names: list[str] = []
+        self.name_codes = np.zeros(0, dtype=np.int32)
+        self.counts = np.zeros(len(KINDS), dtype=np.int64)
+        self.other = 0
+        self.bad = 0
+        self.graph_launches = 0
+
+
+def kept_rows(kind_all: np.ndarray, codes_all: np.ndarray, names_all: list[str]) -> tuple[ChunkResult, np.ndarray]:
+    """Counts of a chunk's complete events, and which of them become rows: known categories,
+    and of the cpu_ops only the host copy ops."""
+    res = ChunkResult()
+    res.other = int((kind_all == -1).sum())
+    keep = kind_all >= 0
+    res.counts = np.bincount(kind_all[keep], minlength=len(KINDS))
+    cpu = kind_all == _CPU_OP
+    if cpu.any():
+        host = np.fromiter(map(HOST_COPY_OPS.__contains__, names_all), dtype=bool, count=len(names_all))
+        keep &= ~cpu | host[codes_all]
+    return res, keep
+
+
+class Kept(NamedTuple):
+    """The kept rows' values, as both the Python path and the native scanner produce them."""
+
+    kind: np.ndarray
+    on_gpu: np.ndarray
+    codes: np.ndarray  # name codes into ``names`` (first-seen order over all complete events)
+    names: list[str]
+    ts: np.ndarray  # microseconds, float64, NaN unknown
+    dur: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    ints: dict[str, np.ndarray]  # INT_ARGS, -1 unknown
+    grid: np.ndarray  # (n, 3), -1 unknown
+    block: np.ndarray
+    copy_kind: list[str]  # args.kind of the memcpy rows, "" when not a string
+
+
+def _kept_names(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes renumbered in first-seen order over the kept rows, and only their names."""
+    if not len(codes):
+        return codes.astype(np.int32), []
+    uniq, first = np.unique(codes, return_index=True)
+    order = uniq[np.argsort(first)]
+    if len(order) == len(names) and (order == np.arange(len(names))).all():
+        return codes.astype(np.int32, copy=False), names
+    remap = np.zeros(len(names), dtype=np.int32)
+    remap[order] = np.arange(len(order), dtype=np.int32)
+    return remap[codes], [names[i] for i in order.tolist()]
+
+
+def assemble(res: ChunkResult, k: Kept) -> ChunkResult:
+    """The chunk's table columns from its kept rows (shared by both paths: same table)."""
+    res.name_codes, res.names = _kept_names(k.codes, k.names)
+    rt_names = np.bincount(res.name_codes[k.kind == _RUNTIME], minlength=len(res.names))
+    res.graph_launches = int(sum(int(c) for nm, c in zip(res.names, rt_names) if c and is_graph_launch(nm)))
+    ts_f, dur_f, a = k.ts, k.dur, k.ints
+    good = fits_int64(ts_f, 1000.0)  # a timestamp whose ns do not fit int64 is as unreadable as NaN
+    res.bad = int((~good).sum())
+    dur_f = np.where(~fits_int64(dur_f, 1000.0) | (dur_f < 0), 0.0, dur_f)
+    on_gpu = k.on_gpu
+    dev = np.where(a["device"] >= 0, a["device"], a["from_device"])
+    dev = np.where(dev >= 0, dev, k.pid)
+    stream = np.where(on_gpu & (a["stream"] >= 0), a["stream"], k.tid)
+    i32 = np.int32  # the table's dtype for these (events._INT_COLUMNS); cast here, once
+    grid, block = k.grid, k.block
+    cols = {
+        "kind_idx": k.kind.astype(np.int8),
+        "on_gpu": on_gpu,
+        "device": np.where(on_gpu, dev, -1).astype(i32),
+        "stream": stream,
+        "start_ns": np.rint(np.where(good, ts_f, 0.0) * 1000.0).astype(np.int64),
+        "dur_ns": np.rint(dur_f * 1000.0).astype(np.int64),
+        "correlation": a["correlation"],
+        "external_id": np.where(a["external_id"] != -1, a["external_id"], a["external_id_legacy"]),
+        "bytes": np.where(a["bytes"] != -1, a["bytes"], a["size"]),
+        "grid_x": grid[:, 0].astype(i32), "grid_y": grid[:, 1].astype(i32), "grid_z": grid[:, 2].astype(i32),
+        "block_x": block[:, 0].astype(i32), "block_y": block[:, 1].astype(i32), "block_z": block[:, 2].astype(i32),
+        "graph_id": a["graph_id"],
+        "graph_node_id": a["graph_node_id"],
+    }
+    # roctracer memcpy ops carry the direction in args.kind ("DtoD"); names say it too.
+    mk = np.flatnonzero(k.kind == MEMCPY)
+    cols["copy_kind_arg"] = np.array(k.copy_kind, dtype=object)
+    cols["memcpy_rows"] = mk
+    if res.bad:
+        res.cols = {key: (v[good] if key not in AUX_COLUMNS else v) for key, v in cols.items()}
+        res.name_codes = res.name_codes[good]
+        # memcpy rows index the unfiltered chunk; recompute them after dropping bad rows.
+        res.cols["memcpy_rows"] = np.flatnonzero(res.cols["kind_idx"] == MEMCPY)
+        res.cols["copy_kind_arg"] = cols["copy_kind_arg"][good[mk]]
+    else:
+        res.cols = cols
+    return res
