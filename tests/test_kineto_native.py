@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import msgspec
@@ -253,3 +256,24 @@ def test_irregular_ids_in_kept_rows_follow_the_python_rules():
     data = (b'[{"ph":"X","cat":"Trace","name":"t","pid":"Spans","tid":"PyTorch Profiler","ts":0,"dur":9},'
             b'{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"device":0}}]')
     assert check(data)
+
+
+def _report(env_native: str, *paths: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "copyprof", "report", "--no-cache", "--format", "json", *paths],
+                          capture_output=True, text=True, cwd=REPO, env={**os.environ, "COPYPROF_NATIVE": env_native})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_whole_report_is_the_same_with_the_scanner_off():
+    # End to end, in fresh processes as a user runs them: an A/B pair of our H200 captures and
+    # the MI300X roctracer sample (string args), with the scanner (default) and without it
+    # (COPYPROF_NATIVE=0: every chunk through the Python path) give byte-identical JSON.
+    runs = sorted((REPO / "traces").glob("replica-kimi-k3-tp8-c16-cuda-graph-*"))
+    sample = REPO.parent / "shared" / "sample_traces" / "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz"
+    cases = [[str(p) for p in runs] + ["--model", "kimi-k3"]]
+    if sample.is_file():
+        cases.append([str(sample)])
+    for args in cases:
+        assert _report("1", *args) == _report("0", *args)
