@@ -3,7 +3,8 @@
  * Why: the pure-Python reader (kineto_columns.py) spends ~3.3 s of CPU per GB of JSON
  * building msgspec Structs and then reading them back field by field into numpy arrays.
  * This scanner reads the same fields straight from the bytes into one packed row per
- * complete ("X") event, with no Python object per event (~0.5 s per GB).
+ * complete ("X") event, with no Python object per event (~0.93 s per GB on one core, ~1.1 s
+ * with the numpy assembly that follows; benchmarks/README.md item 24).
  *
  * Contract (what keeps the two paths' tables identical): scan() either returns rows that
  * are exactly what the Python path would have produced, or a one-line reason string, and
@@ -12,9 +13,11 @@
  * knows, every value well-formed JSON (UTF-8 checked, no control characters, escapes
  * checked, depth <= 64), and the fields the reader uses in their common shapes: strings
  * without escapes for ph/cat/name/args.kind, int64 integers for ids, numbers for ts/dur.
- * Anything else (escaped keys, nulls in id fields, numeric strings, duplicate keys the
- * reader uses, bools, floats in id fields, ...) is declined, never guessed: those cases
- * keep the Python path's own tolerant rules. tests/test_kineto_native.py checks the two
+ * Other values msgspec accepts in an id or time field (strings such as "9216" or "0x0",
+ * floats, nulls, integers beyond int64) go to a side table with their byte offsets, and the
+ * caller reconverts those columns with the Python path's own tolerant functions. Anything
+ * else (escaped keys or names, duplicate keys the reader uses, bools, floats out of range,
+ * ...) is declined, never guessed. tests/test_kineto_native.py checks the two
  * paths against each other on real traces and on generated and mutated events.
  *
  * Floats go through PyOS_string_to_double (correctly rounded, locale-free, as msgspec's

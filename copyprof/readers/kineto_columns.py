@@ -47,6 +47,7 @@ from copyprof.readers.kineto_chunk import CATMAP, MEMCPY, ChunkResult, Kept, ass
 # seen in real files (roctracer writes runtime args as strings: "bytes": "9216", "kind": "1").
 # An event that fits none of them sends its chunk down the generic path in decode_events.
 IntLike = int | float | str | None
+TimeLike = float | str | None
 _NO_DIM = (-1, -1, -1)
 
 
@@ -76,8 +77,8 @@ class Event(msgspec.Struct, tag_field="ph", tag="X", gc=False):
     name: str | int | float | None = None
     pid: IntLike = -1
     tid: IntLike = -1
-    ts: float | str | None = None
-    dur: float | str | None = None
+    ts: TimeLike = None
+    dur: TimeLike = None
     args: EventArgs | None = EMPTY_ARGS  # only an explicit "args": null is None
 
 
@@ -273,5 +274,3 @@ def columnize(events: list[Any]) -> ChunkResult:
         grid=_dim3(fields["grid"], len(keep))[keep],  # _dim3 is exact value by value: mask afterwards
         block=_dim3(fields["block"], len(keep))[keep],
         copy_kind=[k if isinstance(k, str) else "" for k in map(fields["kind"].__getitem__, memcpy_rows)]))
-
-

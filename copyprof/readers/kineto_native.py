@@ -7,9 +7,10 @@ optional C extension: a build without a compiler, or ``COPYPROF_NATIVE=0`` in th
 environment, leaves the Python path, which gives the same tables.
 
 The scanner accepts only the common, unambiguous shapes of a chunk and declines the rest
-(escapes in the strings the reader keys on, nulls or strings in id fields, duplicate keys,
-malformed JSON, ...); the Python path then decodes that chunk with its own tolerant rules and
-error reporting. Both feed :func:`kineto_chunk.assemble`, so everything after the decode is
+(escapes in the strings the reader keys on, duplicate keys, bools, malformed JSON, ...);
+the Python path then decodes that chunk with its own tolerant rules and error reporting. Ids
+and times in other shapes than plain numbers come back with their byte offsets, and their
+columns are reconverted here by that path's own tolerant functions (_redo_irregular). Both feed :func:`kineto_chunk.assemble`, so everything after the decode is
 shared code.
 """
 from __future__ import annotations
@@ -21,7 +22,8 @@ import msgspec
 import numpy as np
 
 from copyprof.readers.kineto_chunk import CATMAP, MEMCPY, ChunkResult, Kept, assemble, kept_rows
-from copyprof.readers.kineto_columns import INT_ARGS, IntLike, columnize, decode_events, gc_paused, to_float, to_int, to_tid
+from copyprof.readers.kineto_columns import (INT_ARGS, IntLike, TimeLike, columnize, decode_events, gc_paused, to_float,
+                                             to_int, to_tid)
 
 try:  # built by setup.py when a C compiler is there; optional
     from copyprof.readers import _kineto_scan
@@ -42,13 +44,16 @@ SIDE = np.dtype({"names": ["row", "field", "len", "off"], "formats": ["<i8", "<i
 SIDE_FIELDS = (*INT_ARGS, "pid", "tid", "ts", "dur")  # Side.field codes (A_*, S_PID, S_TID, S_TS, S_DUR)
 # The Python path's field types (kineto_columns.EventArgs / Event) and tolerant conversions.
 _ID_VALUE = msgspec.json.Decoder(IntLike)
-_TIME_VALUE = msgspec.json.Decoder(float | str | None)
+_TIME_VALUE = msgspec.json.Decoder(TimeLike)
 
 
 def native_available() -> bool:
     """Whether chunks go to the native scanner (built, matching layout, not switched off)."""
     return (_kineto_scan is not None and _kineto_scan.row_size() == (ROW.itemsize, SIDE.itemsize)
             and os.environ.get("COPYPROF_NATIVE", "1") != "0")
+
+
+_NATIVE = native_available()  # decided once per process (workers inherit it through fork)
 
 
 def scan_columns(data: bytes | memoryview) -> ChunkResult | str:
@@ -116,14 +121,3 @@ def decode_columns(data: bytes | memoryview) -> ChunkResult:
     with gc_paused():
         return columnize(decode_events(data))
 
-
-_NATIVE = native_available()
-
-
-def reason_declined(data: bytes | memoryview) -> str | None:
-    """Why the native scanner would hand this chunk to the Python path (None: it would not);
-    for tests and ``--debug`` diagnostics."""
-    if _kineto_scan is None:
-        return "native scanner not built"
-    out: Any = _kineto_scan.scan(data)
-    return out if isinstance(out, str) else None
