@@ -1,95 +1,187 @@
-"""Per-step census of device-to-device copies, and attribution of post-projection copies.
+"""Per-step census of device-to-device copies: each copy's layer, kind and site.
 
-A post-attention-projection copy is the `[N, hidden] x dtype` copy each decoder layer makes
-when an attention module writes into a caller-owned buffer (`output[:] = o_proj(x)`). In a
-step, the k-th such copy belongs to the k-th layer, whose kind (MLA/KDA) comes from the
-layout (vllm-and-kimi.md §4.3, §12.2). When the count is not the layer count we say so and do
-not attribute. Same-size copies right before an all-reduce kernel are eager all-reduce
-staging copies (custom all-reduce copies its input into the IPC buffer), not projections.
-Anchor kernels (taxonomy/anchors.py) between consecutive copies cross-check the kinds.
+A post-attention-projection copy is the copy each decoder layer makes when an attention
+module writes its projection into a caller-owned buffer (`output[:] = o_proj(x)`). Which
+copies those are is read from the step's structure: the layer map (analysis/layer_map.py)
+splits each step into the layout's layers from the kernels themselves, and copy_sites.py
+places every copy in its layer (post-projection, placement, all-reduce staging, other).
+So a candidate that removed only some kinds' copies still shows the others, with or without
+copy sizes. The copy's size cross-checks the structure (``[N, hidden] × dtype`` for a
+post-projection copy); where structure cannot place a copy the size decides, and where
+neither can, nothing is attributed and the report says why (census_order.py).
 
-Speed: the GPU ops of the counted steps are gathered once into numpy columns sorted by
-(step, start) (analysis/step_ops.py); the per-step work touches only each step's copies
-(about one per layer), never a per-step DataFrame, so a 2-million-event trace takes well
-under a second here.
+Speed: steps that launch the same op sequence (every step of a graph replay) share one
+layer map, computed once; the per-step work is vectorised over each step's copies.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from copyprof.analysis.attribution import Attribution, StepVerdict, anchor_agreement, summarise_attribution
+from copyprof.analysis.census_order import order_attribution
+from copyprof.analysis.copy_sites import OTHER, POST, UNPLACED, NameRoles, place_copies
+from copyprof.analysis.layer_map import LayerMap, map_layers
 from copyprof.analysis.step_ops import StepOps, step_ops
 from copyprof.analysis.steps import Steps
 from copyprof.events import BYTES_SOURCES
-from copyprof.models import ModelLayout
-from copyprof.taxonomy.anchors import is_allreduce
+from copyprof.models import PRESETS, ModelLayout
 from copyprof.taxonomy.copies import bytes_match
 
-COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "layer", "next_kernel"]
+COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "role", "kind",
+                "layer", "slot", "next_kernel", "prev_kernel"]
+UNATTRIBUTED = "post-proj"  # site of a post-projection copy whose layer is unknown
 
 
 @dataclass
 class Census:
-    """Copies of the counted steps (one row per copy) and per-step figures."""
+    """Copies of the counted steps (one row per copy) and per-step figures.
 
-    copies: pd.DataFrame  # COPY_COLUMNS; site: mla | kda | post-proj | allreduce-staging | other
-    per_step: pd.DataFrame  # one row per counted step
-    attribution: dict[str, object] = field(default_factory=dict)
+    copies.site: the layer kind for an attributed post-projection copy, ``post-proj`` for one
+    whose layer is unknown, else the role (placement | allreduce-staging | other); role, kind
+    (of the copy's layer, "" outside), layer (1-indexed, 0 outside every layer), slot."""
+
+    copies: pd.DataFrame
+    per_step: pd.DataFrame
+    kinds: tuple[str, ...] = ()
+    attribution: Attribution = field(default_factory=Attribution)
     notes: list[str] = field(default_factory=list)
 
 
 def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, *,
                 cus: int | None = None, all_steps: bool = False) -> Census:
     table = steps.table if all_steps else steps.decode
-    ops = step_ops(events, steps, table["step"].to_numpy(), cus)
+    ops = step_ops(events, steps, table["step"].to_numpy(), cus, per_op=layout is not None)
     tokens = _tokens(table, ops, layout)
     step_ids, op_bounds, copy_bounds = ops.step_bounds()
-    sites_all: list[str] = []
-    layers_all: list[int] = []
+    n = len(ops.c_pos)
+    role = np.full(n, OTHER, dtype=object)
+    layer = np.full(n, -1, dtype=np.int64)
+    slot = np.zeros(n, dtype=np.int64)
     c_bytes, c_src = ops.c_bytes.copy(), ops.c_src.copy()
-    pos = np.zeros(len(ops.c_pos), dtype=np.int64)
-    per_step, verdicts = [], []
+    maps: dict[int, LayerMap] = {}
+    verdicts: list[StepVerdict] = []
+    anchors = (0, 0)
+    if layout is not None:
+        maps, anchors = _place_by_structure(ops, op_bounds, copy_bounds, layout, role, layer, slot)
+    per_step = []
+    kinds = tuple(layout.kinds) if layout is not None else ()
     for k, step_id in enumerate(step_ids.tolist()):
         c0, c1 = int(copy_bounds[k]), int(copy_bounds[k + 1])
         n_tok = tokens.get(step_id)
-        sites, layers, verdict = _classify_step(ops, c0, c1, int(op_bounds[k]), layout, n_tok)
-        verdicts.append(verdict)
-        if verdict.get("method") == "neighbours" and n_tok:
-            # Attributed by place, not size: the layout says what they must be; say so.
-            implied = np.isin(np.asarray(sites, dtype=object), ["mla", "kda", "post-proj"]) & (c_bytes[c0:c1] < 0)
-            c_bytes[c0:c1][implied] = layout.post_proj_bytes(n_tok)
-            c_src[c0:c1][implied] = "layout"
-        pos[c0:c1] = np.arange(c1 - c0)
-        sites_all += sites
-        layers_all += layers
-        per_step.append(_step_figures(step_id, n_tok, np.asarray(sites, dtype=object),
-                                      ops.c_dur[c0:c1], ops.c_gap[c0:c1]))
-    copies = _copies_frame(ops, pos, c_bytes, c_src, sites_all, layers_all)
+        if layout is not None:
+            verdicts.append(_settle_step(ops, c0, c1, layout, n_tok, role, layer, c_bytes, c_src, maps.get(k)))
+        site = _sites(role[c0:c1], layer[c0:c1], layout)
+        per_step.append(_step_figures(step_id, n_tok, site, ops.c_dur[c0:c1], ops.c_gap[c0:c1], kinds))
+    pos = np.zeros(n, dtype=np.int64)
+    for k in range(len(step_ids)):
+        pos[copy_bounds[k]:copy_bounds[k + 1]] = np.arange(copy_bounds[k + 1] - copy_bounds[k])
+    copies = _copies_frame(ops, pos, c_bytes, c_src, role, layer, slot, layout)
     ps = pd.DataFrame(per_step)
     if not ps.empty:
         ps = ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left")
-    census = Census(copies=copies, per_step=ps)
-    census.attribution = _summarise_attribution(verdicts, layout)
+    census = Census(copies=copies, per_step=ps, kinds=kinds)
+    census.attribution = summarise_attribution(verdicts, layout, list(maps.values()), anchors)
     if layout is None:
-        census.notes.append("attribution to MLA/KDA layers needs a model layout (--model)")
-        hint = _layout_hint(copies, len(table))
-        if hint:
-            census.notes.append(hint)
+        census.notes.append("attribution to layers needs a model layout (--model)")
+        census.notes += _trace_alone(copies, len(table))
     return census
 
 
-def _copies_frame(ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray,
-                  sites: list[str], layers: list[int]) -> pd.DataFrame:
+def _signatures(ops: StepOps, op_bounds: np.ndarray) -> dict[bytes, list[int]]:
+    """Steps grouped by their op sequence (name codes): each group shares one layer map."""
+    groups: dict[bytes, list[int]] = {}
+    codes = ops.o_code
+    assert codes is not None
+    for k in range(len(op_bounds) - 1):
+        part = codes[op_bounds[k]:op_bounds[k + 1]]
+        key = hashlib.blake2b(part.tobytes(), digest_size=16).digest() + len(part).to_bytes(8, "little")
+        groups.setdefault(key, []).append(k)
+    return groups
+
+
+def _place_by_structure(ops: StepOps, op_bounds: np.ndarray, copy_bounds: np.ndarray, layout: ModelLayout,
+                        role: np.ndarray, layer: np.ndarray, slot: np.ndarray) -> tuple[dict[int, LayerMap], tuple[int, int]]:
+    """Layer map of each distinct step sequence, every copy's role, layer and slot, and the
+    attention-anchor check of the most common sequence (layers anchored, agreeing)."""
+    assert ops.o_code is not None and ops.o_struct is not None
+    roles = NameRoles.of(ops.categories)
+    code_of = {str(name): i for i, name in enumerate(ops.categories.tolist())}
+    maps: dict[int, LayerMap] = {}
+    anchors = (0, 0)
+    for group in sorted(_signatures(ops, op_bounds).values(), key=len, reverse=True):
+        k0 = group[0]
+        o0, o1 = int(op_bounds[k0]), int(op_bounds[k0 + 1])
+        codes, struct = ops.o_code[o0:o1], ops.o_struct[o0:o1]
+        lm = map_layers(codes, struct, layout.layer_kinds, ops.categories)
+        if not maps:
+            anchors = anchor_agreement(lm, codes, ops.categories, layout)
+        kind_names = {code_of[name]: kind for name, kind in lm.kinds.agree.items() if name in code_of}
+        c0, c1 = int(copy_bounds[k0]), int(copy_bounds[k0 + 1])
+        placed = place_copies(codes, struct, ops.c_pos[c0:c1] - o0, lm, kind_names, layout.layer_kinds, roles)
+        for k in group:
+            a, b = int(copy_bounds[k]), int(copy_bounds[k + 1])
+            role[a:b], layer[a:b], slot[a:b] = placed.role, placed.layer, placed.slot
+            maps[k] = lm
+    return maps, anchors
+
+
+def _settle_step(ops: StepOps, c0: int, c1: int, layout: ModelLayout, n_tok: int | None, role: np.ndarray,
+                 layer: np.ndarray, c_bytes: np.ndarray, c_src: np.ndarray, lm: LayerMap | None) -> StepVerdict:
+    """Size cross-check and fallback for one step's copies; the step's verdict."""
+    nbytes, src = c_bytes[c0:c1], c_src[c0:c1]
+    size_known = (nbytes >= 0) & (src != "layout")
+    match = bytes_match(nbytes, src, layout.post_proj_bytes(n_tok)) if n_tok else np.zeros(c1 - c0, dtype=bool)
+    structural = role[c0:c1] != UNPLACED
+    verdict = StepVerdict(structure=lm.status if lm is not None else "none", layers=lm.layers if lm else 0)
+    if n_tok:
+        verdict.size_disagree = int(((role[c0:c1] == POST) & size_known & ~match).sum()
+                                    + ((role[c0:c1] != POST) & structural & match & (role[c0:c1] != "allreduce-staging")).sum())
+    method, r, ell = order_attribution(role[c0:c1], layer[c0:c1], match, ~size_known,
+                                       ops.c_next[c0:c1], ops.c_prev[c0:c1], layout.layers)
+    verdict.fallback = method if (role[c0:c1] == UNPLACED).any() else ""
+    role[c0:c1] = np.where(r == UNPLACED, OTHER, r)
+    layer[c0:c1] = ell
+    post = role[c0:c1] == POST
+    verdict.post = int(post.sum())
+    verdict.post_placed = int((post & (ell >= 0)).sum())
+    if n_tok:
+        implied = post & (nbytes < 0)  # attributed by place, not size: the layout says its size
+        c_bytes[c0:c1][implied] = layout.post_proj_bytes(n_tok)
+        c_src[c0:c1][implied] = "layout"
+    elif post.any():
+        verdict.no_tokens = True
+    return verdict
+
+
+def _sites(role: np.ndarray, layer: np.ndarray, layout: ModelLayout | None) -> np.ndarray:
+    site = role.astype(object).copy()
+    post = role == POST
+    if layout is not None and post.any():
+        kinds = np.asarray(layout.layer_kinds, dtype=object)
+        known = post & (layer >= 0)
+        site[known] = kinds[layer[known]]
+        site[post & (layer < 0)] = UNATTRIBUTED
+    return site
+
+
+def _copies_frame(ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray, role: np.ndarray,
+                  layer: np.ndarray, slot: np.ndarray, layout: ModelLayout | None) -> pd.DataFrame:
+    kinds = np.asarray(layout.layer_kinds if layout is not None else (), dtype=object)
+    kind = np.full(len(role), "", dtype=object)
+    if len(kinds):
+        kind[layer >= 0] = kinds[layer[layer >= 0]]
     frame = pd.DataFrame({
         "step": ops.c_step.astype(np.int64), "pos": pos,
         "name": pd.Categorical.from_codes(ops.c_code, categories=ops.categories) if len(ops.categories)
         else pd.Categorical([""] * len(pos)),
         "bytes": nbytes, "bytes_src": pd.Categorical(src, categories=BYTES_SOURCES),
         "start_ns": ops.c_start, "dur_ns": ops.c_dur, "gap_ns": ops.c_gap,
-        "site": np.asarray(sites, dtype=object), "layer": np.asarray(layers, dtype=np.int64),
-        "next_kernel": ops.c_next,
+        "site": _sites(role, layer, layout), "role": role.astype(object), "kind": kind,
+        "layer": layer + 1, "slot": slot, "next_kernel": ops.c_next, "prev_kernel": ops.c_prev,
     })
     return frame[COPY_COLUMNS]
 
@@ -128,120 +220,37 @@ def _infer_tokens(copies: pd.DataFrame, layout: ModelLayout) -> int | None:
     return None
 
 
-def _classify_step(ops: StepOps, c0: int, c1: int, op0: int, layout: ModelLayout | None,
-                   n_tok: int | None) -> tuple[list[str], list[int], dict]:
-    """Sites and layers of one step's copies (``c0:c1`` of the census's copy columns)."""
-    n = c1 - c0
-    sites = ["other"] * n
-    layers = [-1] * n
-    verdict: dict[str, object] = {"status": "no-layout"}
-    if layout is None or n_tok is None:
-        if layout is not None:
-            verdict = {"status": "no-tokens"}
-        return sites, layers, verdict
-    nbytes = ops.c_bytes[c0:c1]
-    nxt_kernel = ops.c_next[c0:c1]
-    match = bytes_match(nbytes, ops.c_src[c0:c1], layout.post_proj_bytes(n_tok))
-    method = "size"
-    if not match.any() and (nbytes < 0).any():
-        match = _match_by_neighbours(nbytes < 0, nxt_kernel, ops.c_prev[c0:c1], layout.layers)
-        method = "neighbours"
-    post_idx = []
-    for i in np.flatnonzero(match).tolist():
-        if is_allreduce(nxt_kernel[i]):
-            sites[i] = "allreduce-staging"
-        else:
-            post_idx.append(i)
-    if len(post_idx) != layout.layers:
-        for i in post_idx:
-            sites[i] = "post-proj"
-        return sites, layers, {"status": "count-mismatch", "found": len(post_idx), "expected": layout.layers,
-                               "method": method}
-    anchors = ops.anchor_windows(op0, ops.c_pos[c0:c1][post_idx])
-    agree = checked = 0
-    for k, i in enumerate(post_idx):
-        kind = layout.layer_kinds[k]
-        sites[i], layers[i] = kind, k + 1
-        if anchors[k]:
-            checked += 1
-            agree += anchors[k] == kind
-    # Other copies: the layer they sit in (after copy k-1, up to copy k -> layer k).
-    in_layer = (np.searchsorted(np.array(post_idx), np.arange(n), side="left") + 1).tolist()
-    for i in range(n):
-        if sites[i] in ("other", "allreduce-staging"):
-            layers[i] = in_layer[i]
-    return sites, layers, {"status": "ok", "checked": checked, "agree": agree, "method": method}
-
-
-def _match_by_neighbours(unknown: np.ndarray, nxt: np.ndarray, prv: np.ndarray, layers: int) -> np.ndarray:
-    """Size-less copies (graph-replayed rocclr blits in Kineto carry neither bytes nor grid):
-    the post-projection copies are the one group of copies that share a neighbour kernel
-    (next kernel, else previous kernel) and number exactly one per layer. In Kimi-K3 the copy
-    is followed by the pre-MLP `_attn_res_kernel` in every layer; in Kimi-Linear by the
-    post-attention norm; a KDA placement copy has other neighbours."""
-    pairs = np.array([f"{a}|{b}" for a, b in zip(prv.tolist(), nxt.tolist())], dtype=object)
-    for keys in (nxt, prv, pairs):
-        counts: dict[str, int] = {}
-        for key in keys[unknown].tolist():
-            counts[key] = counts.get(key, 0) + 1
-        hits = [k for k, c in counts.items() if c == layers and k not in ("", "|")]
-        if len(hits) == 1:
-            return unknown & (keys == hits[0])
-    return np.zeros(len(unknown), dtype=bool)
-
-
-def _step_figures(step_id: int, n_tok: int | None, site: np.ndarray, dur: np.ndarray, gap: np.ndarray) -> dict[str, object]:
+def _step_figures(step_id: int, n_tok: int | None, site: np.ndarray, dur: np.ndarray, gap: np.ndarray,
+                  kinds: tuple[str, ...]) -> dict[str, object]:
     def ms(mask: np.ndarray) -> float:
         return float(dur[mask].sum()) / 1e6
 
-    is_post = np.isin(site, ["mla", "kda"])
-    return {
-        "step": step_id, "tokens": n_tok, "copies": len(site), "other": int((~is_post).sum()),
-        "post_mla": int((site == "mla").sum()), "post_kda": int((site == "kda").sum()),
-        "post_total": int(is_post.sum()), "unattributed": int((site == "post-proj").sum()),
-        "post_mla_ms": ms(site == "mla"), "post_kda_ms": ms(site == "kda"), "post_total_ms": ms(is_post),
-        "post_mla_gap_ms": float(gap[site == "mla"].sum()) / 1e6,
-        "post_kda_gap_ms": float(gap[site == "kda"].sum()) / 1e6,
-        "other_ms": ms(~is_post),
-    }
+    is_post = np.isin(site, list(kinds)) if kinds else np.zeros(len(site), dtype=bool)
+    out: dict[str, object] = {"step": step_id, "tokens": n_tok, "copies": len(site), "other": int((~is_post).sum()),
+                              "post_total": int(is_post.sum()), "unattributed": int((site == UNATTRIBUTED).sum()),
+                              "post_total_ms": ms(is_post), "other_ms": ms(~is_post)}
+    for kind in kinds:
+        mine = site == kind
+        out[f"post_{kind}"] = int(mine.sum())
+        out[f"post_{kind}_ms"] = ms(mine)
+        out[f"post_{kind}_gap_ms"] = float(gap[mine].sum()) / 1e6
+    return out
 
 
-def _summarise_attribution(verdicts: list[dict], layout: ModelLayout | None) -> dict[str, object]:
-    if layout is None:
-        return {"status": "no-layout", "message": "no model layout given"}
-    ok = [v for v in verdicts if v["status"] == "ok"]
-    bad = [v for v in verdicts if v["status"] == "count-mismatch"]
-    checked = sum(int(v["checked"]) for v in ok)
-    agree = sum(int(v["agree"]) for v in ok)
-    n = len(verdicts)
-    if not ok:
-        if bad:
-            found = sorted({int(v["found"]) for v in bad})
-            msg = (f"post-projection copies per step: found {found}, layout has {layout.layers} layers — "
-                   "not attributed (a build that returns projections directly, torch.compile, or another model?)")
-        else:
-            msg = "no step had a token count to size the [N, hidden] copy"
-        return {"status": "not-attributed", "steps_attributed": 0, "steps": n, "message": msg}
-    per_step = checked / len(ok)
-    how = "size" if all(v.get("method") == "size" for v in ok) else "neighbour kernels (copy sizes absent from the trace)"
-    if checked:
-        msg = f"attributed by order and {how}; order and anchors agree on {round(agree / len(ok))}/{round(per_step)} anchored layers per step"
-    else:
-        msg = f"attributed by order and {how}; no anchor kernels found to cross-check"
-    if bad:
-        msg += f"; {len(bad)} of {n} steps had another count and were not attributed"
-    return {"status": "ok" if not bad else "partial", "steps_attributed": len(ok), "steps": n,
-            "anchored": checked, "anchors_agree": agree, "message": msg}
-
-
-def _layout_hint(copies: pd.DataFrame, n_steps: int) -> str | None:
+def _trace_alone(copies: pd.DataFrame, n_steps: int) -> list[str]:
+    """What the trace says without a layout: copy sizes that repeat many times per step (one
+    per layer, probably), and a preset whose [N, hidden] copy and layer count they fit."""
     if copies.empty or not n_steps:
-        return None
-    from copyprof.models import PRESETS
-
-    per_size = copies.groupby("bytes").size() / n_steps
+        return []
+    per_size = (copies.groupby("bytes").size() / n_steps).sort_values(ascending=False)
+    groups = [(int(b), float(p)) for b, p in per_size.items() if b > 0 and p >= 4 and float(p).is_integer()]
+    out = []
+    if groups:
+        listed = ", ".join(f"{p:.0f} of {b:,} B" for b, p in groups[:3])
+        out.append(f"copies that repeat per step: {listed} — pass --model to name their layers")
     for preset in PRESETS.values():
-        for nbytes, per in per_size.items():
-            if round(per) == preset.layers and nbytes > 0 and nbytes % (preset.hidden * preset.dtype_bytes) == 0:
-                return f"{per:.0f} copies of {nbytes:,} B per step fit {preset.name}: try --model {preset.name}"
-    return None
+        for nbytes, per in groups:
+            if round(per) == preset.layers and nbytes % (preset.hidden * preset.dtype_bytes) == 0:
+                out.append(f"{per:.0f} copies of {nbytes:,} B per step fit {preset.name}: try --model {preset.name}")
+                return out
+    return out

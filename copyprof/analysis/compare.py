@@ -8,6 +8,7 @@ effect is the Hodges–Lehmann shift of the per-step periods with a rank-based 9
 from __future__ import annotations
 
 import math
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -15,8 +16,13 @@ import numpy as np
 from copyprof.analysis.client_metrics import client_comparison
 from copyprof.analysis.stats import ShiftResult, shift_estimate
 from copyprof.analysis.verdict import estimator_check, verdict
+from copyprof.models.layout import kind_label
 
-POST_SITES = ("mla", "kda", "post-proj")
+UNATTRIBUTED = "post-proj"
+
+
+def is_post_site(s: dict[str, Any]) -> bool:
+    return s.get("role") == "post-projection" or s["site"] == UNATTRIBUTED
 
 
 def site_key(s: dict[str, Any]) -> tuple[int, str]:
@@ -32,18 +38,23 @@ def _site_counts(run: dict[str, Any], post_keys: set[tuple[int, str]] | None = N
     unattributed copies of the same size and place count as post-projection too."""
     out: dict[tuple[str, int, str], float] = {}
     for s in run["sites"]:
-        post = s["site"] in POST_SITES or (post_keys is not None and site_key(s) in post_keys)
-        key = ("post-proj" if post else s["site"], *site_key(s))
+        post = is_post_site(s) or (post_keys is not None and s["site"] == "other" and site_key(s) in post_keys)
+        key = (UNATTRIBUTED if post else s["site"], *site_key(s))
         out[key] = out.get(key, 0.0) + float(s["per_step"])
     return out
 
 
 def post_keys(base: dict[str, Any]) -> set[tuple[int, str]]:
-    return {site_key(s) for s in base["sites"] if s["site"] in POST_SITES}
+    return {site_key(s) for s in base["sites"] if is_post_site(s)}
+
+
+def _kinds(run: dict[str, Any]) -> list[str]:
+    return [k for k in run["per_step"]["post_proj"] if k != "total"]
 
 
 def removed_scope(base: dict[str, Any], cand: dict[str, Any]) -> tuple[str | None, str]:
-    """Which post-projection copies the candidate no longer makes: "all", "mla", "kda", None."""
+    """Which layer kinds' post-projection copies the candidate no longer makes: a kind, several
+    joined by "+", "all", or None (none removed, or a change no patch scope explains)."""
     b = base["per_step"]["post_proj"]
     hb, hc = base["per_step"].get("host_copies"), cand["per_step"].get("host_copies")
     if hb is not None and hc is not None:
@@ -51,16 +62,46 @@ def removed_scope(base: dict[str, Any], cand: dict[str, Any]) -> tuple[str | Non
                       "device copies need a GPU trace")
     if not base.get("layout") or b["total"] == 0:
         return None, "the baseline has no attributed post-projection copies (give --model, or check the baseline build)"
-    left = round(sum(v for (fam, _, _), v in _site_counts(cand, post_keys(base)).items() if fam == "post-proj"))
+    kinds = [k for k in _kinds(base) if b[k] > 0]
+    c = cand["per_step"]["post_proj"]
+    pooled = round(sum(v for (fam, _, _), v in _site_counts(cand, post_keys(base)).items() if fam == UNATTRIBUTED))
+    if _kinds(cand) != _kinds(base) or any(s["site"] == UNATTRIBUTED for s in cand["sites"]):
+        return _scope_from_total(b, kinds, pooled)  # the candidate's copies are not all placed in layers
+    left = {k: int(c.get(k, 0)) for k in kinds}
+    if all(left[k] == b[k] for k in kinds) and pooled == b["total"]:
+        return None, f"all {b['total']} post-projection copies still there: the candidate removed none"
+    removed = [k for k in kinds if left[k] == 0]
+    if any(0 < left[k] != b[k] for k in kinds) or not removed or pooled != sum(left.values()):
+        now = ", ".join(f"{left[k]} {kind_label(k)}" for k in kinds)
+        return None, f"post-projection copies per step changed from {b['total']} to {pooled} ({now}): matches no patch scope"
+    return _scope_text(b, kinds, removed)
+
+
+def _scope_from_total(b: dict[str, int], kinds: list[str], left: int) -> tuple[str | None, str]:
+    """Scope from the candidate's pooled count alone: the kinds whose counts add up to what left."""
     if left == b["total"]:
         return None, f"all {b['total']} post-projection copies still there: the candidate removed none"
-    if left == 0:
-        return "all", f"all {b['total']} post-projection copies gone ({b['mla']} MLA + {b['kda']} KDA)"
-    if left == b["kda"]:
-        return "mla", f"{b['mla']} MLA post-projection copies gone, {b['kda']} KDA still there"
-    if left == b["mla"]:
-        return "kda", f"{b['kda']} KDA post-projection copies gone, {b['mla']} MLA still there"
+    for r in range(len(kinds), 0, -1):
+        for removed in combinations(kinds, r):
+            if sum(b[k] for k in kinds if k not in removed) == left:
+                return _scope_text(b, kinds, list(removed))
     return None, f"post-projection copies per step changed from {b['total']} to {left}: matches no patch scope"
+
+
+def _scope_text(b: dict[str, int], kinds: list[str], removed: list[str]) -> tuple[str, str]:
+    kept = [k for k in kinds if k not in removed]
+    if not kept:
+        detail = " + ".join(f"{b[k]} {kind_label(k)}" for k in kinds)
+        return "all", f"all {b['total']} post-projection copies gone ({detail})"
+    gone = " + ".join(f"{b[k]} {kind_label(k)}" for k in removed)
+    still = " + ".join(f"{b[k]} {kind_label(k)}" for k in kept)
+    return "+".join(removed), f"{gone} post-projection copies gone, {still} still there"
+
+
+def scope_kinds(scope: str | None, base: dict[str, Any]) -> tuple[str, ...]:
+    if scope is None:
+        return ()
+    return tuple(_kinds(base)) if scope == "all" else tuple(scope.split("+"))
 
 
 def site_changes(base: dict[str, Any], cand: dict[str, Any]) -> list[dict[str, Any]]:
@@ -78,15 +119,27 @@ def site_changes(base: dict[str, Any], cand: dict[str, Any]) -> list[dict[str, A
     return rows
 
 
-def _removed_sites(base: dict[str, Any], scope: str | None) -> list[dict[str, Any]]:
+def _removed_sites(base: dict[str, Any], kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+    return [{"bytes": int(s["bytes"]), "layer_kind": s["site"], "per_step": int(round(s["per_step"]))}
+            for s in base["sites"] if s["site"] in kinds]
+
+
+def scope_estimate(base: dict[str, Any], scope: str | None) -> tuple[float, float]:
+    """The baseline's removable ms (kernel, kernel + gap) for ``scope``: its estimate entry, or,
+    for several kinds of a layout with more, the median over steps of their summed copies."""
+    est = {e["scope"]: e for e in base.get("estimate", [])}
     if scope is None:
-        return []
-    kinds = ("mla", "kda") if scope == "all" else (scope,)
-    out = []
-    for s in base["sites"]:
-        if s["site"] in kinds:
-            out.append({"bytes": int(s["bytes"]), "layer_kind": s["site"], "per_step": int(round(s["per_step"]))})
-    return out
+        return 0.0, 0.0
+    if scope in est:
+        return float(est[scope]["removable_ms"]), float(est[scope]["removable_with_gap_ms"])
+    series = base.get("step_series", {})
+    kinds = scope_kinds(scope, base)
+    kernel = [np.asarray(series.get(f"post_{k}_ms", []), dtype=float) for k in kinds]
+    gap = [np.asarray(series.get(f"post_{k}_gap_ms", []), dtype=float) for k in kinds]
+    if not kernel or any(len(x) != len(kernel[0]) or not len(x) for x in kernel + gap):
+        return 0.0, 0.0
+    total = np.sum(kernel, axis=0)
+    return float(np.median(total)), float(np.median(total + np.sum(gap, axis=0)))
 
 
 def _series(run: dict[str, Any], key: str) -> np.ndarray:
@@ -161,9 +214,7 @@ def _timing_comparison(paths: tuple[str, ...] | list[str], kernel: float, with_g
 
 def compare_runs(base: dict[str, Any], cand: dict[str, Any], paths: tuple[str, ...] | list[str]) -> dict[str, Any]:
     scope, scope_text = removed_scope(base, cand)
-    est = {e["scope"]: e for e in base.get("estimate", [])}
-    kernel = float(est[scope]["removable_ms"]) if scope in est else 0.0
-    with_gap = float(est[scope]["removable_with_gap_ms"]) if scope in est else 0.0
+    kernel, with_gap = scope_estimate(base, scope)
     shift = measure(base, cand, "period_ms")
     span = measure(base, cand, "span_ms")
     timing = _timing_comparison(paths, kernel, with_gap)
@@ -173,7 +224,7 @@ def compare_runs(base: dict[str, Any], cand: dict[str, Any], paths: tuple[str, .
         "scope": scope, "scope_text": scope_text,
         "estimate_ms": {"kernel": kernel, "kernel_plus_gap": with_gap},
         "site_changes": site_changes(base, cand),
-        "removed_sites": _removed_sites(base, scope),
+        "removed_sites": _removed_sites(base, scope_kinds(scope, base)),
         "timing": timing,
         "client": client,
     }

@@ -15,22 +15,27 @@ import numpy as np
 import pandas as pd
 
 from copyprof.analysis.census import Census
+from copyprof.models.layout import kind_label
 
-SCOPES: dict[str, tuple[str, ...]] = {"mla": ("mla",), "kda": ("kda",), "all": ("mla", "kda")}
 
 
 def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 
 
+def scopes(kinds: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """One scope per layer kind, then ``all`` (every kind's copies)."""
+    return {**{k: (k,) for k in kinds}, "all": tuple(kinds)}
+
+
 def estimate(census: Census) -> list[dict[str, Any]]:
     ps = census.per_step
-    if ps.empty:
+    if ps.empty or not census.kinds:
         return []
     period = ps["period_ns"].dropna().to_numpy(dtype=float) / 1e6
     period_med = float(np.median(period)) if len(period) else float("nan")
     out = []
-    for scope, kinds in SCOPES.items():
+    for scope, kinds in scopes(census.kinds).items():
         count = sum(ps[f"post_{k}"].to_numpy() for k in kinds)
         kernel = sum(ps[f"post_{k}_ms"].to_numpy() for k in kinds)
         gaps = sum(ps[f"post_{k}_gap_ms"].to_numpy() for k in kinds)
@@ -62,6 +67,7 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[dict[str, Any]]:
     n_steps = max(1, cp["step"].nunique())
     # Copies of unknown size are told apart by the kernel that follows them (their place in
     # the layer); copies of known size by their size.
+    mapped = census.attribution.method == "structure"
     sizeless = (cp["bytes"] < 0) | (cp["bytes_src"].astype(str) == "layout")
     neighbour = cp["next_kernel"].where(sizeless, "")
     rows = []
@@ -73,21 +79,27 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[dict[str, Any]]:
         if gbps is not None and peak_gbps:
             bound = "bandwidth" if gbps >= 0.25 * peak_gbps else "launch/latency"
         layers = g["layer"][g["layer"] > 0]
+        kinds_seen = sorted(set(g["kind"].tolist()) - {""})
         rows.append({
             "site": site, "bytes": int(nbytes), "bytes_src": src, "per_step": len(g) / n_steps,
             "median_us": med_us, "ms_per_step": float(us.sum()) / 1e3 / n_steps,
             "achieved_gbps": gbps, "peak_gbps": peak_gbps, "bound": bound,
-            "where": _where(site, layers),
+            "where": _where(site, layers, census.kinds, kinds_seen, mapped),
             "neighbour": nxt,
+            "role": str(g["role"].iloc[0]) if g["role"].nunique() == 1 else "mixed",
+            "layer_kind": kinds_seen[0] if len(kinds_seen) == 1 else None,
         })
-    order = {"mla": 0, "kda": 1, "post-proj": 2, "allreduce-staging": 3, "other": 4}
-    return sorted(rows, key=lambda r: (order.get(r["site"], 9), -r["per_step"]))
+    order = {**{k: i for i, k in enumerate(census.kinds)}, "post-proj": 90, "placement": 91, "allreduce-staging": 92,
+             "other": 93}
+    return sorted(rows, key=lambda r: (order.get(r["site"], 99), -r["per_step"]))
 
 
-def _where(site: str, layers: pd.Series) -> str:
-    if site in ("mla", "kda"):
-        return f"{site.upper()} layers, after o_proj"
+def _where(site: str, layers: pd.Series, kinds: tuple[str, ...], seen: list[str], mapped: bool) -> str:
+    if site in kinds:
+        return f"{kind_label(site)} layers, after the output projection"
+    if site == "placement" and len(seen) == 1:
+        return f"{kind_label(seen[0])} layers, before the output projection"
     if layers.empty:
-        return "not placed (no attribution)"
+        return "outside the decoder layers" if kinds and mapped else "not placed (no attribution)"
     lo, hi = int(layers.min()), int(layers.max())
     return f"layer {lo}" if lo == hi else f"layers {lo}–{hi}"

@@ -50,7 +50,10 @@ def _int_median(values: pd.Series) -> int:
 
 
 def per_step_medians(ra: RankAnalysis) -> dict[str, Any]:
+    """Medians over the counted steps; ``post_proj`` / ``post_proj_ms`` have one key per kind
+    of the layout (none without one) plus ``total``."""
     ps = ra.census.per_step
+    kinds = ra.census.kinds
     decode = ra.steps.decode
     host = _host_copies(ra)
     if ps.empty:
@@ -59,8 +62,8 @@ def per_step_medians(ra: RankAnalysis) -> dict[str, Any]:
             "tokens": int(tokens) if tokens is not None else None,
             "period_ms": _ms(_median(decode["period_ns"])) if len(decode) else None,
             "gpu_span_ms": _ms(_median(decode["span_ns"])) if len(decode) else None,
-            "copies": 0, "other": 0, "post_proj": {"mla": 0, "kda": 0, "total": 0},
-            "post_proj_ms": {"mla": 0.0, "kda": 0.0, "total": 0.0}, "other_ms": 0.0, "host_copies": host,
+            "copies": 0, "other": 0, "post_proj": {**{k: 0 for k in kinds}, "total": 0},
+            "post_proj_ms": {**{k: 0.0 for k in kinds}, "total": 0.0}, "other_ms": 0.0, "host_copies": host,
             "host_copies_by_name": _host_copies_by_name(ra),
         }
     tokens = _median(ps["tokens"])
@@ -70,12 +73,10 @@ def per_step_medians(ra: RankAnalysis) -> dict[str, Any]:
         "gpu_span_ms": _ms(_median(ps["span_ns"])),
         "copies": _int_median(ps["copies"]),
         "other": _int_median(ps["other"]),
-        "post_proj": {"mla": _int_median(ps["post_mla"]), "kda": _int_median(ps["post_kda"]),
-                      "total": _int_median(ps["post_total"])},
-        "post_proj_ms": {"mla": _median(ps["post_mla_ms"]), "kda": _median(ps["post_kda_ms"]),
-                         "total": _median(ps["post_total_ms"])},
+        "post_proj": {**{k: _int_median(ps[f"post_{k}"]) for k in kinds}, "total": _int_median(ps["post_total"])},
+        "post_proj_ms": {**{k: _median(ps[f"post_{k}_ms"]) for k in kinds}, "total": _median(ps["post_total_ms"])},
         "other_ms": _median(ps["other_ms"]),
-        "post_proj_gap_ms": {"mla": _median(ps["post_mla_gap_ms"]), "kda": _median(ps["post_kda_gap_ms"])},
+        "post_proj_gap_ms": {k: _median(ps[f"post_{k}_gap_ms"]) for k in kinds},
         "host_copies": host,
     }
 
@@ -133,7 +134,7 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         "device": device_label(meta.devices),
         "peak_gbps": peak_gbps(meta.devices),
         "sites": copy_speed(head.census, peak_gbps(meta.devices)),
-        "attribution": head.census.attribution,
+        "attribution": head.census.attribution.to_json(),
         "notes": head.steps.notes + head.census.notes,
         "rank_agreement": _rank_agreement(analyses),
         "by_rank": {str(a.rank): per_step_medians(a) for a in analyses},
@@ -160,11 +161,15 @@ def _step_series(ra: RankAnalysis) -> dict[str, list[float]]:
     if ps.empty:
         dec = ra.steps.decode
         return {"period_ms": (dec["period_ns"].astype(float) / 1e6).tolist(), "span_ms": (dec["span_ns"].astype(float) / 1e6).tolist()}
-    return {
+    out = {
         "period_ms": (ps["period_ns"].astype(float) / 1e6).tolist(),
         "span_ms": (ps["span_ns"].astype(float) / 1e6).tolist(),
         "post_proj_ms": ps["post_total_ms"].tolist(),
     }
+    for k in ra.census.kinds:  # per-kind series: estimates for any set of kinds an A/B removed
+        out[f"post_{k}_ms"] = ps[f"post_{k}_ms"].tolist()
+        out[f"post_{k}_gap_ms"] = ps[f"post_{k}_gap_ms"].tolist()
+    return out
 
 
 def _timeline(ra: RankAnalysis) -> pd.DataFrame | None:
@@ -177,7 +182,8 @@ def _timeline(ra: RankAnalysis) -> pd.DataFrame | None:
     ops = ev.loc[mask, ["start_ns", "dur_ns", "name"]].copy()
     ops["name"] = ops["name"].astype(str)
     cp = ra.census.copies[ra.census.copies["step"] == step]
-    site = dict(zip(cp["start_ns"], cp["site"].map(lambda s: s if s in ("mla", "kda") else "other-copy")))
+    kinds = set(ra.census.kinds)
+    site = dict(zip(cp["start_ns"], cp["site"].map(lambda s: s if s in kinds else "other-copy")))
     ops["site"] = [site.get(t, "") for t in ops["start_ns"].tolist()]  # (map+fillna("") warns: float dtype)
     return ops.sort_values("start_ns").reset_index(drop=True)
 
@@ -185,11 +191,11 @@ def _timeline(ra: RankAnalysis) -> pd.DataFrame | None:
 def _rank_agreement(analyses: list[RankAnalysis]) -> dict[str, Any]:
     if len(analyses) < 2:
         return {"agree": True, "message": "one rank"}
-    keys = ("copies", "post_total", "post_mla", "post_kda")
+    keys = ("copies", "post_total", *(f"post_{k}" for k in analyses[0].census.kinds))
     sig = {}
     for a in analyses:
         ps = a.census.per_step
-        sig[a.rank] = tuple(_int_median(ps[k]) if not ps.empty else 0 for k in keys)
+        sig[a.rank] = tuple(_int_median(ps[k]) if not ps.empty and k in ps else 0 for k in keys)
     distinct = set(sig.values())
     if len(distinct) == 1:
         return {"agree": True, "message": f"per-step copy counts agree on all {len(analyses)} ranks"}
@@ -198,10 +204,7 @@ def _rank_agreement(analyses: list[RankAnalysis]) -> dict[str, Any]:
 
 
 def _layout_json(layout: ModelLayout | None) -> dict[str, Any] | None:
-    if layout is None:
-        return None
-    return {"name": layout.name, "layers": layout.layers, "mla_layers": len(layout.mla_layers),
-            "kda_layers": len(layout.kda_layers), "hidden": layout.hidden, "dtype_bytes": layout.dtype_bytes}
+    return None if layout is None else layout.to_json()
 
 
 def _run_metadata(path: str, trace_meta: dict[str, Any]) -> dict[str, Any]:

@@ -32,8 +32,8 @@ class StepOps:
     start, duration and name code; c_gap: idle time after each copy until the next op of the
     same step starts (>= 0); c_bytes / c_src: resolved bytes and byte source; c_next / c_prev:
     the name of the nearest kernel after / before each copy in its step ("" when none).
-    Nothing is kept per op: a GB trace has ~10^6 ops and ~10^4 copies, and the per-op arrays
-    of earlier versions (step, anchor counts) were ~13 MB that only boundaries are needed of."""
+    o_code / o_struct (only when asked for, for the layer map): every op's name code and
+    whether it carries structure (a kernel or memset that is not a copy): 5 bytes per op."""
 
     categories: np.ndarray
     step_ids: np.ndarray
@@ -51,6 +51,8 @@ class StepOps:
     c_src: np.ndarray
     c_next: np.ndarray
     c_prev: np.ndarray
+    o_code: np.ndarray | None = None
+    o_struct: np.ndarray | None = None
 
     def step_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Step ids (ascending) and, per step, the first op and the first copy (with end sentinels)."""
@@ -73,7 +75,8 @@ def _count_in(positions: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarr
     return np.searchsorted(positions, hi, side="left") - np.searchsorted(positions, lo, side="left")
 
 
-def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int | None) -> StepOps:
+def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int | None,
+             per_op: bool = False) -> StepOps:
     rows, op_first, step_ids = _counted_rows(events, steps, counted)
     n_ops = len(rows)
     start_all = events["start_ns"].to_numpy()
@@ -95,12 +98,20 @@ def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int |
     nxt = np.minimum(c_pos + 1, max(n_ops - 1, 0))
     c_gap = np.where(c_pos + 1 < c_end, np.maximum(start_all[rows[nxt]] - (c_start + c_dur), 0), 0)
     names = (rows, codes_all, categories)
+    o_code = o_struct = None
+    if per_op:
+        o_code = codes_all[rows]
+        kind_codes = events["kind"].cat.codes.to_numpy()[rows]
+        wanted = [i for i, k in enumerate(events["kind"].cat.categories) if k in ("kernel", "memset")]
+        o_struct = np.isin(kind_codes, wanted)
+        o_struct[c_pos] = False
     return StepOps(
         categories=categories, step_ids=step_ids, op_first=op_first, n_ops=n_ops, mla_at=mla_at, kda_at=kda_at,
         c_pos=c_pos, c_step=step_ids[c_k], c_start=c_start, c_dur=c_dur, c_gap=c_gap, c_code=codes_all[c_rows],
         c_bytes=c_bytes, c_src=c_src,
         c_next=_kernel_names(kernels, op_first, c_pos, c_k, names, after=True),
         c_prev=_kernel_names(kernels, op_first, c_pos, c_k, names, after=False),
+        o_code=o_code, o_struct=o_struct,
     )
 
 

@@ -112,13 +112,15 @@ def _labels(labels: str | None, runs: tuple[str, ...]) -> list[str]:
 
 @cli.command("models")
 def models_cmd() -> None:
-    """List model layout presets."""
+    """List model layout presets: each kind's layer count (and, for the rarer kinds, which layers)."""
     from copyprof.models import PRESETS
 
     for p in PRESETS.values():
-        mla = p.mla_layers
-        click.echo(f"{p.name:<22} {p.layers:>3} layers  hidden {p.hidden:<5}  MLA {len(mla):>2} (layers {_ranges(mla)})  "
-                   f"KDA {len(p.kda_layers):>2}  {p.hf_id or ''}")
+        kinds = []
+        for kind, n in p.kinds.items():
+            where = f" (layers {_ranges(p.layers_of(kind))})" if 0 < n < p.layers / 2 else ""
+            kinds.append(f"{n} {kind}{where}")
+        click.echo(f"{p.name:<22} {p.layers:>3} layers  hidden {p.hidden:<5}  {', '.join(kinds)}  {p.hf_id or ''}")
 
 
 def _ranges(layers: list[int]) -> str:

@@ -6,13 +6,15 @@ from typing import Any
 import numpy as np
 
 from copyprof.errors import CopyprofError
+from copyprof.models.layout import kind_label
 
 
 def _site_label(s: dict[str, Any]) -> str:
-    names = {"mla": "post-proj MLA", "kda": "post-proj KDA", "post-proj": "post-proj (unattributed)",
-             "allreduce-staging": "all-reduce staging"}
+    names = {"post-proj": "post-proj (unattributed)", "allreduce-staging": "all-reduce staging"}
+    name = f"post-proj {kind_label(s['site'])}" if s.get("role") == "post-projection" and s["site"] != "post-proj" \
+        else names.get(s["site"], s["site"])
     size = f"{s['bytes'] / 1024:.0f} KiB" if s["bytes"] > 0 else "size ?"
-    return f"{names.get(s['site'], s['site'])} ({size})"
+    return f"{name} ({size})"
 
 
 def write_plots(path: str, runs: list[dict[str, Any]], paths: tuple[str, ...], names: list[str],
@@ -35,7 +37,7 @@ def write_plots(path: str, runs: list[dict[str, Any]], paths: tuple[str, ...], n
         rows = []
         for s in r["sites"]:
             label = _site_label(s)
-            if s["site"] not in ("mla", "kda") and post and site_key(s) in post:
+            if s.get("role") != "post-projection" and post and site_key(s) in post:
                 label = _site_label({**s, "site": "post-proj"})  # recognised by the baseline's copies
             rows.append((label, float(s["ms_per_step"])))
         sites[n] = rows

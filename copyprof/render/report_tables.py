@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from copyprof.models.layout import kind_label
+
 
 @dataclass
 class TableData:
@@ -28,9 +30,11 @@ def fmt_pct(v: float | None) -> str:
 def census_table(run: dict[str, Any]) -> TableData:
     ps = run["per_step"]
     t = TableData("census", "Copies per decode step (median over steps)", ["copy site", "per step", "ms/step"])
-    t.rows.append(["post-projection, MLA layers", ps["post_proj"]["mla"], fmt_ms(ps["post_proj_ms"]["mla"])])
-    t.rows.append(["post-projection, KDA layers", ps["post_proj"]["kda"], fmt_ms(ps["post_proj_ms"]["kda"])])
-    t.rows.append(["post-projection, total", ps["post_proj"]["total"], fmt_ms(ps["post_proj_ms"]["total"])])
+    kinds = [k for k in ps["post_proj"] if k != "total"]
+    for k in kinds:
+        t.rows.append([f"post-projection, {kind_label(k)} layers", ps["post_proj"][k], fmt_ms(ps["post_proj_ms"][k])])
+    if kinds:
+        t.rows.append(["post-projection, total", ps["post_proj"]["total"], fmt_ms(ps["post_proj_ms"]["total"])])
     t.rows.append(["other device-to-device copies", ps["other"], fmt_ms(ps["other_ms"])])
     t.rows.append(["all device-to-device copies", ps["copies"], fmt_ms(_sum(ps["post_proj_ms"]["total"], ps["other_ms"]))])
     if ps.get("host_copies") is not None:
@@ -62,18 +66,26 @@ def estimate_table(run: dict[str, Any]) -> TableData:
                   ["scope", "copies removed", "removable ms (p10–p90)", "with dispatch gap", "share of step", "step with patch"])
     for e in run["estimate"]:
         rng = f"{fmt_ms(e['removable_ms'])} ({fmt_ms(e['removable_p10_ms'])}–{fmt_ms(e['removable_p90_ms'])})"
-        t.rows.append([e["scope"].upper() if e["scope"] != "all" else "MLA + KDA", e["removed_per_step"], rng,
+        t.rows.append([_scope_label(e["scope"], run), e["removed_per_step"], rng,
                        fmt_ms(e["removable_with_gap_ms"]), fmt_pct(e["removable_pct"]), fmt_ms(e["period_with_patch_ms"])])
     ps = run["per_step"]
     t.note = f"step period {fmt_ms(ps['period_ms'])} ms (median, start to start), GPU span {fmt_ms(ps['gpu_span_ms'])} ms"
     return t
 
 
+def _scope_label(scope: str, run: dict[str, Any]) -> str:
+    if scope != "all":
+        return " + ".join(kind_label(k) for k in scope.split("+"))
+    return " + ".join(kind_label(k) for k in run["per_step"]["post_proj"] if k != "total")
+
+
 def by_rank_table(run: dict[str, Any]) -> TableData:
-    t = TableData("by_rank", "Per rank (medians)", ["rank", "tokens", "period ms", "copies", "post-proj MLA", "post-proj KDA", "post-proj ms"])
+    kinds = [k for k in run["per_step"]["post_proj"] if k != "total"]
+    t = TableData("by_rank", "Per rank (medians)", ["rank", "tokens", "period ms", "copies",
+                                                    *(f"post-proj {kind_label(k)}" for k in kinds), "post-proj ms"])
     for rank, ps in sorted(run["by_rank"].items(), key=lambda kv: int(kv[0])):
         t.rows.append([rank, ps["tokens"] if ps["tokens"] is not None else "–", fmt_ms(ps["period_ms"]), ps["copies"],
-                       ps["post_proj"]["mla"], ps["post_proj"]["kda"], fmt_ms(ps["post_proj_ms"]["total"])])
+                       *(ps["post_proj"].get(k, 0) for k in kinds), fmt_ms(ps["post_proj_ms"]["total"])])
     t.note = run["rank_agreement"]["message"]
     return t
 
@@ -115,7 +127,8 @@ def setup_lines(run: dict[str, Any]) -> list[str]:
         if rj.get(key) not in (None, ""):
             parts.append(f"{key.replace('_', ' ')} {rj[key]}")
     if layout:
-        parts.append(f"layout {layout['name']} ({layout['layers']} layers: {layout['mla_layers']} MLA, {layout['kda_layers']} KDA)")
+        kinds = ", ".join(f"{n} {kind_label(k)}" for k, n in layout.get("kinds", {}).items())
+        parts.append(f"layout {layout['name']} ({layout['layers']} layers: {kinds})")
     steps = run["steps"]
     parts.append(f"{steps['decode']} decode steps used, {steps['excluded']} excluded, rule: {steps['rule']}")
     tok = run["per_step"]["tokens"]

@@ -26,7 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from copyprof.models import PRESETS
+from tests.synth.published import K3_KINDS
+
+K3_HIDDEN = 7168  # hidden_size of the published config (vllm-and-kimi.md §2.4)
 
 COPY = "__amd_rocclr_copyBuffer.kd"
 ATTN_RES = "_attn_res_kernel"
@@ -61,11 +63,10 @@ def decode_step_kernels(p: Profile, rng: np.random.Generator, removed: tuple[str
     """(name, duration µs, bytes or -1) for one decode step's graph, in order.
 
     ``removed``: layer kinds whose post-projection copy the direct-return patch removed."""
-    k3 = PRESETS["kimi-k3"]
-    post_bytes = p.tokens * k3.hidden * 2
+    post_bytes = p.tokens * K3_HIDDEN * 2
     placement_bytes = p.tokens * 12 * 128 * 2
     out: list[tuple[str, float, int]] = []
-    for kind in k3.layer_kinds:
+    for kind in K3_KINDS:  # the published layer kinds, not copyprof's preset (the thing under test)
         out.append((ATTN_RES, 2.0, -1))
         if kind == "mla":
             out += [(MLA_ANCHOR, 22.0, -1), ("kn_mla_reduce_v1_ps", 4.0, -1), (GEMM_MLA, 14.0, -1)]
@@ -84,10 +85,9 @@ def decode_step_kernels(p: Profile, rng: np.random.Generator, removed: tuple[str
 
 def prefill_step_kernels(tokens: int) -> list[tuple[str, float, int]]:
     """An eager prefill step: staging copy before every all-reduce, same size as the post copy."""
-    k3 = PRESETS["kimi-k3"]
-    size = tokens * k3.hidden * 2
+    size = tokens * K3_HIDDEN * 2
     out: list[tuple[str, float, int]] = []
-    for kind in k3.layer_kinds:
+    for kind in K3_KINDS:
         out += [(ATTN_RES, 4.0, -1), (MLA_ANCHOR if kind == "mla" else "chunk_kda_fwd_kernel", 200.0, -1),
                 (GEMM_MLA, 60.0, -1), (COPY, 30.0, size), (ALLREDUCE, 40.0, -1), (COPY, 30.0, size),
                 (ATTN_RES, 4.0, -1), (COPY, 30.0, size), (ALLREDUCE, 40.0, -1)]
@@ -119,7 +119,7 @@ def _timeline(p: Profile, steps: int, seed: int, removed: tuple[str, ...] = ()) 
             t += 12.0
         # The period shrinks by what was removed: the copies and their dispatch gaps (0.9 µs).
         saved = sum((p.mla_copy_us if k == "mla" else p.kda_copy_us) + 0.9
-                    for k in PRESETS["kimi-k3"].layer_kinds if k in removed)
+                    for k in K3_KINDS if k in removed)
         t = start + (p.period_ms * 1000.0 - saved) * rng.uniform(0.999, 1.001)
     return ops
 

@@ -1,0 +1,253 @@
+"""Split one decode step into decoder layers from the kernels themselves.
+
+Why from the step's own structure: a decoder runs the same kernels in every layer (a norm,
+the router, the MoE GEMMs, an all-reduce, ...), so a kernel that a step launches exactly
+``m × L`` times (L layers) has its ``j``-th launch in layer ``j // m`` — whatever else the
+step does, whatever the model, with or without copy sizes. Kernels launched ``m × n_k``
+times, where ``n_k`` layers are of kind ``k``, place themselves in the kind's layers the same
+way. Nothing is hard-coded per model; the layout only says how many layers of which kind.
+
+How (``map_layers``):
+
+1. Structure = kernels and memsets (copies are excluded: they are what differs between arms).
+2. Every kernel name whose count in the step is ``m × L`` (m = 1..4) puts each launch in a
+   layer. Names that agree with most others (no layer's launches start before the previous
+   layer's end) form the skeleton; a name that disagrees is a coincidence of counts and is
+   dropped. Kernels launched ``m × n_k`` times join if they fit the skeleton in kind ``k``'s
+   layers — which is the kind cross-check (``KindCheck``).
+3. Each layer then owns the span from its first to its last placed launch. The unplaced ops
+   between two spans (the next layer's input norm, a dense layer's MLP, ...) are split
+   like the layers of the same kind split them: a layer's prologue (ops before its first
+   placed launch) has the length most layers of its kind show. Ops before the first layer
+   and after the last are outside every layer (embedding, final norm).
+
+Every op then has (layer, slot): its layer and the number of structural ops of that layer
+before it — the same slot in every layer of a kind, which is what makes a copy site
+comparable across layers and across arms.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MAX_MULT = 4  # launches per layer a clock kernel may have
+OUTSIDE = -1  # layer index of ops outside every layer (before the first, after the last)
+
+
+@dataclass
+class KindCheck:
+    """How the step's kernels agree with the layout's kinds.
+
+    ``agree``: kernels (name -> kind) that run only in that kind's layers, once (or m times)
+    in each. ``disagree``: kernels whose launch count matches a kind's layer count but that
+    run in other layers (name -> (kind, 1-indexed layers the trace shows))."""
+
+    agree: dict[str, str] = field(default_factory=dict)
+    disagree: dict[str, tuple[str, list[int]]] = field(default_factory=dict)
+
+
+@dataclass
+class LayerMap:
+    """Layers of one step's op sequence (positions index the step's ops, copies included).
+
+    ``status``: ok | no-structure. ``starts``: op position where layer i begins (L entries)
+    and ``end``: one past the last layer's last op. ``op_layer``: each op's layer
+    (0-based, OUTSIDE before the first / after the last), ``op_slot``: structural ops of its
+    layer before it. ``clocks``: how many kernel names placed the layers."""
+
+    status: str
+    layers: int
+    starts: np.ndarray
+    end: int
+    op_layer: np.ndarray
+    op_slot: np.ndarray
+    clocks: int = 0
+    kinds: KindCheck = field(default_factory=KindCheck)
+    message: str = ""
+
+
+def failed_map(n_ops: int, layers: int, message: str) -> LayerMap:
+    empty = np.zeros(0, dtype=np.int64)
+    return LayerMap("no-structure", layers, empty, 0, np.full(n_ops, OUTSIDE, dtype=np.int32),
+                    np.zeros(n_ops, dtype=np.int32), message=message)
+
+
+@dataclass
+class _Placed:
+    """One kernel name's launches placed in layers: positions (structural index) and layers."""
+
+    code: int
+    pos: np.ndarray
+    layer: np.ndarray
+    target: str  # "*" (all layers) or a kind
+
+
+def map_layers(codes: np.ndarray, structural: np.ndarray, layer_kinds: tuple[str, ...],
+               names: np.ndarray) -> LayerMap:
+    """Layer map of one step. ``codes``: name code of each op in step order; ``structural``:
+    mask of the ops that carry structure (kernels, memsets); ``names``: code -> name."""
+    n_ops, n_layers = len(codes), len(layer_kinds)
+    pos = np.flatnonzero(structural)
+    seq = codes[pos]
+    if n_layers < 2 or len(seq) < n_layers:
+        return failed_map(n_ops, n_layers, f"the step has {len(seq)} kernels, fewer than the layout's {n_layers} layers")
+    targets = _targets(layer_kinds)
+    by_name = _occurrences(seq)
+    skeleton = _skeleton([p for p in _candidates(by_name, targets, "*")])
+    if not skeleton:
+        return failed_map(n_ops, n_layers, f"no kernel runs once (or 2-{MAX_MULT} times) in each of the "
+                                           f"{n_layers} layers of this step")
+    lo, hi = _spans(skeleton, n_layers)
+    lo, hi, check = _check_kinds(by_name, targets, layer_kinds, lo, hi, names)
+    starts_s, end_s = _cut(lo, hi, layer_kinds, len(seq))
+    starts = np.append(pos, n_ops)[starts_s]
+    end = int(np.append(pos, n_ops)[end_s])
+    op_layer = np.searchsorted(starts, np.arange(n_ops), side="right").astype(np.int32) - 1
+    op_layer[np.arange(n_ops) >= end] = OUTSIDE
+    struct_before = np.cumsum(structural) - structural  # structural ops before each op
+    first_struct = struct_before[np.minimum(starts, n_ops - 1)] if n_ops else starts
+    first_struct = np.where(starts >= n_ops, len(seq), first_struct)
+    op_slot = np.where(op_layer >= 0, struct_before - first_struct[np.maximum(op_layer, 0)], 0).astype(np.int32)
+    return LayerMap("ok", n_layers, starts.astype(np.int64), end, op_layer, op_slot, clocks=len(skeleton), kinds=check)
+
+
+def _targets(layer_kinds: tuple[str, ...]) -> dict[str, np.ndarray]:
+    out = {"*": np.arange(len(layer_kinds))}
+    for kind in dict.fromkeys(layer_kinds):
+        out[kind] = np.array([i for i, k in enumerate(layer_kinds) if k == kind])
+    return out
+
+
+def _occurrences(seq: np.ndarray) -> dict[int, np.ndarray]:
+    """Structural positions of each name code, in order."""
+    order = np.argsort(seq, kind="stable")
+    codes = seq[order]
+    cuts = np.flatnonzero(np.diff(codes)) + 1
+    return {int(g[0]): p for g, p in zip(np.split(codes, cuts), np.split(order, cuts)) if len(g)}
+
+
+def _candidates(by_name: dict[int, np.ndarray], targets: dict[str, np.ndarray], target: str) -> list[_Placed]:
+    layers = targets[target]
+    n = len(layers)
+    out = []
+    for code, p in by_name.items():
+        m, rest = divmod(len(p), n)
+        if rest or not 1 <= m <= MAX_MULT:
+            continue
+        if target != "*" and len(p) % len(targets["*"]) == 0 and len(p) // len(targets["*"]) <= MAX_MULT:
+            continue  # also an all-layer count: the skeleton decides for it
+        out.append(_Placed(code, p, layers[np.arange(len(p)) // m], target))
+    return out
+
+
+def _spans(placed: list[_Placed], n_layers: int) -> tuple[np.ndarray, np.ndarray]:
+    lo = np.full(n_layers, np.iinfo(np.int64).max)
+    hi = np.full(n_layers, -1, dtype=np.int64)
+    for p in placed:
+        np.minimum.at(lo, p.layer, p.pos)
+        np.maximum.at(hi, p.layer, p.pos)
+    return lo, hi
+
+
+def _ordered(lo: np.ndarray, hi: np.ndarray) -> bool:
+    """Layers do not overlap: each one's last placed op precedes the next one's first."""
+    return bool(np.all(hi[:-1] < lo[1:]))
+
+
+def _skeleton(cands: list[_Placed]) -> list[_Placed]:
+    """The largest set of all-layer names that agree with each other, found greedily: names
+    are taken in order of how many others they agree with (pairwise), each kept if the
+    layers stay ordered."""
+    if not cands:
+        return []
+    n_layers = int(max(int(c.layer.max()) for c in cands)) + 1
+    spans = [_spans([c], n_layers) for c in cands]
+    ok = [_ordered(lo, hi) for lo, hi in spans]
+    cands = [c for c, good in zip(cands, ok) if good]
+    spans = [s for s, good in zip(spans, ok) if good]
+    if not cands:
+        return []
+    votes = np.zeros(len(cands), dtype=np.int64)
+    for i in range(len(cands)):
+        for j in range(i + 1, len(cands)):
+            lo = np.minimum(spans[i][0], spans[j][0])
+            hi = np.maximum(spans[i][1], spans[j][1])
+            if _ordered(lo, hi):
+                votes[i] += 1
+                votes[j] += 1
+    kept: list[_Placed] = []
+    lo = np.full(n_layers, np.iinfo(np.int64).max)
+    hi = np.full(n_layers, -1, dtype=np.int64)
+    for i in np.argsort(-votes, kind="stable").tolist():
+        lo2, hi2 = np.minimum(lo, spans[i][0]), np.maximum(hi, spans[i][1])
+        if _ordered(lo2, hi2):
+            kept.append(cands[i])
+            lo, hi = lo2, hi2
+    return kept
+
+
+def _fits(cand: _Placed, lo: np.ndarray, hi: np.ndarray) -> bool:
+    """A kind's kernel fits the skeleton when each launch lies after the previous layer's
+    last placed op and before the next layer's first one."""
+    prev_hi = np.concatenate(([-1], hi[:-1]))[cand.layer]
+    next_lo = np.concatenate((lo[1:], [np.iinfo(np.int64).max]))[cand.layer]
+    return bool(np.all((cand.pos > prev_hi) & (cand.pos < next_lo)))
+
+
+def _check_kinds(by_name: dict[int, np.ndarray], targets: dict[str, np.ndarray], layer_kinds: tuple[str, ...],
+                 lo: np.ndarray, hi: np.ndarray, names: np.ndarray) -> tuple[np.ndarray, np.ndarray, KindCheck]:
+    """Kernels launched m x (layers of one kind) times: those that fit the skeleton in that
+    kind's layers agree with the layout (and refine the spans); those that fit no kind with
+    their count disagree, with the layers the trace puts them in."""
+    check = KindCheck()
+    tried: dict[int, list[_Placed]] = {}
+    for kind in dict.fromkeys(layer_kinds):
+        for cand in _candidates(by_name, targets, kind):
+            tried.setdefault(cand.code, []).append(cand)
+    for code, cands in tried.items():
+        fitting = [c for c in cands if _fits(c, lo, hi)]
+        if len(fitting) == 1:
+            c = fitting[0]
+            np.minimum.at(lo, c.layer, c.pos)
+            np.maximum.at(hi, c.layer, c.pos)
+            check.agree[str(names[code])] = c.target
+        elif not fitting:
+            seen = sorted({int(x) + 1 for x in _layer_of(cands[0].pos, hi)})
+            check.disagree[str(names[code])] = (cands[0].target, seen)
+    return lo, hi, check
+
+
+def _layer_of(pos: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The layer each structural position falls in when every unplaced op between two
+    layers' spans goes to the later layer."""
+    return np.searchsorted(hi[:-1] + 1, pos, side="right")
+
+
+def _modal(values: list[int]) -> int:
+    if not values:
+        return 0
+    v, c = np.unique(np.asarray(values), return_counts=True)
+    return int(v[np.argmax(c)])  # the smallest of the most common
+
+
+def _cut(lo: np.ndarray, hi: np.ndarray, layer_kinds: tuple[str, ...], n_struct: int) -> tuple[np.ndarray, int]:
+    """Layer starts and the end of the last layer (structural indices). A layer's prologue
+    (unplaced ops before its first placed op) takes the length most layers of its kind have
+    (gaps between spans are the prologue plus, sometimes, the previous layer's unplaced
+    tail: a dense MLP, say); the last layer's tail takes the length the other layers of its
+    kind leave after their last placed op."""
+    n = len(lo)
+    gaps = lo[1:] - hi[:-1] - 1  # unplaced ops between consecutive spans
+    prologue: dict[str, int] = {}
+    for kind in dict.fromkeys(layer_kinds):
+        prologue[kind] = _modal([int(gaps[i - 1]) for i in range(1, n) if layer_kinds[i] == kind])
+    fallback = _modal([int(g) for g in gaps])
+    starts = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        want = prologue.get(layer_kinds[i], fallback) if i else prologue.get(layer_kinds[0]) or fallback
+        floor = hi[i - 1] + 1 if i else 0
+        starts[i] = max(floor, lo[i] - want)
+    tails = [int(starts[i + 1] - hi[i] - 1) for i in range(n - 1) if layer_kinds[i] == layer_kinds[-1]]
+    end = min(n_struct, int(hi[-1]) + 1 + _modal(tails))
+    return starts, end
