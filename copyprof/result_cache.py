@@ -10,25 +10,27 @@ the path as given (it is printed), the options that change the analysis (model l
 --all-steps), and for every file the analysis reads — each trace source, and the small files
 at the top of a run directory (run.json, timing.json, …) — its path, size, mtime and SHA-256.
 
-Entries are JSON (never pickle), written atomically (temp file + rename); a damaged, foreign
-or unreadable entry is a miss, never an error. An analysis that JSON cannot hold exactly is
-simply not cached. ``timeline`` (a DataFrame, for plots) is stored as columns and rebuilt
-by the plot renderer.
+Entries are JSON (never pickle) of the typed ``RunReport`` (analysis/results.py), decoded
+straight back into it by msgspec, written atomically (temp file + rename); a damaged,
+foreign or unreadable entry is a miss, never an error. A report that does not read back
+exactly as written is simply not cached.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import tempfile
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from copyprof.analysis.results import RunReport
 from copyprof.cache_files import PACKAGE, cache_dir, code_hash_of, identify
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the typed RunReport
 SIDECAR_MAX_BYTES = 16 << 20  # small files at the top of a run directory are hashed too
 MAX_ENTRIES = 256
 
@@ -63,41 +65,42 @@ def _sidecars(path: str, sources: set[str]) -> list[str]:
     return out
 
 
-def load_result(key: str | None) -> dict[str, Any] | None:
+def load_result(key: str | None) -> RunReport | None:
     if key is None:
         return None
     entry = cache_dir() / "results" / f"{key}.json"
     try:
-        with open(entry, encoding="utf-8") as fh:
-            doc = json.load(fh)
-        if not isinstance(doc, dict) or doc.get("key") != key or not isinstance(doc.get("result"), dict):
+        with open(entry, "rb") as fh:
+            doc = msgspec.json.decode(fh.read(), type=_Entry)
+        if doc.key != key:
             return None
         os.utime(entry)  # recently used: evicted last
-        return doc["result"]
-    except (OSError, ValueError):
+        return doc.result
+    except (OSError, msgspec.DecodeError):
         return None
 
 
-def store_result(key: str | None, result: dict[str, Any]) -> bool:
-    """Write the entry when ``result`` survives a JSON round trip unchanged; False otherwise."""
+class _Entry(msgspec.Struct):
+    key: str
+    result: RunReport
+
+
+def store_result(key: str | None, result: RunReport) -> bool:
+    """Write the entry when ``result`` reads back unchanged; False otherwise."""
     if key is None:
         return False
-    plain = {**result}
-    timeline = plain.get("timeline")
-    if timeline is not None:
-        plain["timeline"] = {"columns": {c: timeline[c].tolist() for c in timeline.columns}}
     try:
-        text = json.dumps({"key": key, "result": plain}, allow_nan=True)
-    except (TypeError, ValueError):
-        return False
-    if not _same(json.loads(text)["result"], plain):
+        text = msgspec.json.encode(_Entry(key=key, result=result))
+        if msgspec.json.decode(text, type=_Entry).result != result:
+            return False
+    except (TypeError, ValueError, msgspec.MsgspecError):
         return False
     root = cache_dir() / "results"
     try:
         root.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=root, prefix=".tmp-", suffix=".json")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            with os.fdopen(fd, "wb") as fh:
                 fh.write(text)
             os.replace(tmp, root / f"{key}.json")
         except BaseException:
@@ -107,21 +110,6 @@ def store_result(key: str | None, result: dict[str, Any]) -> bool:
         return False
     _evict(root)
     return True
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equality that JSON must preserve: same types (tuples are lists), NaN equals NaN."""
-    if isinstance(b, tuple):
-        b = list(b)
-    if isinstance(a, float) and isinstance(b, float):  # np.float64 prints and renders as float
-        return (math.isnan(a) and math.isnan(b)) or a == b
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return bool(a == b)
 
 
 def _evict(root: Path) -> None:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from copyprof import result_cache
@@ -108,12 +109,18 @@ def test_plot_from_a_cached_result(tmp_path, run_dir):
     assert (tmp_path / "a.png").stat().st_size > 10_000
 
 
-def test_result_json_cannot_hold_is_not_cached(tmp_path, monkeypatch):
+def test_result_json_cannot_hold_is_not_cached(tmp_path, run_dir, monkeypatch):
+    from copyprof.cli import report_cmd
+
     monkeypatch.setenv("COPYPROF_CACHE_DIR", str(tmp_path / "cache"))
-    assert not result_cache.store_result("k" * 40, {"x": (1, 2), "y": object()})
-    assert not result_cache.store_result("k" * 40, {"x": {1: "int keys become strings"}})
-    assert result_cache.store_result("k" * 40, {"x": [1.5, float("nan")], "t": (1, 2)})
-    assert result_cache.load_result("k" * 40) == {"x": [1.5, pytest.approx(float("nan"), nan_ok=True)], "t": [1, 2]}
+    report = report_cmd._load_run(str(run_dir), None, None, False, 1, False)
+    # A typed report reads back exactly (same types, same values) ...
+    assert result_cache.store_result("k" * 40, report)
+    assert result_cache.load_result("k" * 40) == report
+    # ... and one that would not (a tuple comes back a list, NaN comes back null) is not stored.
+    for odd in ({"metadata": {**report.metadata, "x": (1, 2)}}, {"step_series": {"period_ms": [1.5, float("nan")]}}):
+        assert not result_cache.store_result("j" * 40, msgspec.structs.replace(report, **odd))
+    assert result_cache.load_result("j" * 40) is None
     assert result_cache.load_result(None) is None and result_cache.load_result("0" * 40) is None
 
 
@@ -143,7 +150,7 @@ def test_file_changed_while_read_is_not_cached(tmp_path, run_dir, monkeypatch):
 
     monkeypatch.setattr(report_cmd, "_analyze", analyze_then_touch)
     first = report_cmd._load_run(str(run_dir), None, None, False, 1, True)
-    assert first["steps"]["decode"] > 0 and _entries(tmp_path) == []
+    assert first.steps.decode > 0 and _entries(tmp_path) == []
     monkeypatch.setattr(report_cmd, "_analyze", real)
     report_cmd._load_run(str(run_dir), None, None, False, 1, True)
     assert len(_entries(tmp_path)) == 1  # unchanged since: cached

@@ -7,12 +7,13 @@ post-projection copies, how many placed in a layer, where size and structure dis
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from copyprof.analysis.layer_map import LayerMap
+from copyprof.analysis.results import Attribution
 from copyprof.taxonomy.anchors import CONSISTENT, anchor_mechanism
 
 if TYPE_CHECKING:
@@ -28,27 +29,6 @@ class StepVerdict:
     size_disagree: int = 0  # copies whose size says otherwise than their place
     fallback: str = ""  # size | neighbours | "" : how copies structure could not place were judged
     no_tokens: bool = False
-
-
-@dataclass
-class Attribution:
-    """The report's ``attribution`` object (README): ``status`` is ok | partial |
-    not-attributed | no-layout; ``method`` says what placed the copies."""
-
-    status: str = "no-layout"
-    message: str = "no model layout given"
-    method: str = ""
-    steps_attributed: int = 0
-    steps: int = 0
-    layers_found: int = 0
-    kind_kernels: dict[str, int] = field(default_factory=dict)
-    kind_disagreements: list[str] = field(default_factory=list)
-    anchored: int = 0
-    anchors_agree: int = 0
-    size_disagree: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def anchor_agreement(lm: LayerMap, codes: np.ndarray, names: np.ndarray, layout: ModelLayout) -> tuple[int, int]:

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from copyprof.analysis.attribution import Attribution, StepVerdict, anchor_agreement, summarise_attribution
+from copyprof.analysis.attribution import StepVerdict, anchor_agreement, summarise_attribution
 from copyprof.analysis.census_order import order_attribution
 from copyprof.analysis.copy_sites import OTHER, POST, UNPLACED, NameRoles, place_copies
 from copyprof.analysis.layer_map import LayerMap, map_layers
+from copyprof.analysis.results import Attribution
 from copyprof.analysis.step_ops import StepOps, step_ops
 from copyprof.analysis.steps import Steps
 from copyprof.events import BYTES_SOURCES

@@ -9,12 +9,11 @@ Copies of other sites (KDA placement, all-reduce staging, metadata) are never re
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from copyprof.analysis.census import Census
+from copyprof.analysis.results import Estimate, Site, known
 from copyprof.models.layout import kind_label
 
 
@@ -28,7 +27,7 @@ def scopes(kinds: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     return {**{k: (k,) for k in kinds}, "all": tuple(kinds)}
 
 
-def estimate(census: Census) -> list[dict[str, Any]]:
+def estimate(census: Census) -> list[Estimate]:
     ps = census.per_step
     if ps.empty or not census.kinds:
         return []
@@ -41,21 +40,17 @@ def estimate(census: Census) -> list[dict[str, Any]]:
         gaps = sum(ps[f"post_{k}_gap_ms"].to_numpy() for k in kinds)
         removable = float(np.median(kernel))
         with_gap = float(np.median(kernel + gaps))
-        out.append({
-            "patch": "direct-return",
-            "scope": scope,
-            "removed_per_step": int(np.median(count)),
-            "removable_ms": removable,
-            "removable_p10_ms": _pct(kernel, 10),
-            "removable_p90_ms": _pct(kernel, 90),
-            "removable_with_gap_ms": with_gap,
-            "removable_pct": 100.0 * removable / period_med if period_med == period_med and period_med > 0 else None,
-            "period_with_patch_ms": period_med - removable if period_med == period_med else None,
-        })
+        out.append(Estimate(
+            patch="direct-return", scope=scope, removed_per_step=int(np.median(count)), removable_ms=removable,
+            removable_p10_ms=known(_pct(kernel, 10)), removable_p90_ms=known(_pct(kernel, 90)),
+            removable_with_gap_ms=with_gap,
+            removable_pct=100.0 * removable / period_med if period_med == period_med and period_med > 0 else None,
+            period_with_patch_ms=period_med - removable if period_med == period_med else None,
+        ))
     return out
 
 
-def copy_speed(census: Census, peak_gbps: float | None) -> list[dict[str, Any]]:
+def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
     """Per-site per-copy µs and achieved GB/s: is the copy launch- or bandwidth-bound?
 
     A copy that reaches under a quarter of the device's peak bandwidth is spending its time
@@ -80,18 +75,17 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[dict[str, Any]]:
             bound = "bandwidth" if gbps >= 0.25 * peak_gbps else "launch/latency"
         layers = g["layer"][g["layer"] > 0]
         kinds_seen = sorted(set(g["kind"].tolist()) - {""})
-        rows.append({
-            "site": site, "bytes": int(nbytes), "bytes_src": src, "per_step": len(g) / n_steps,
-            "median_us": med_us, "ms_per_step": float(us.sum()) / 1e3 / n_steps,
-            "achieved_gbps": gbps, "peak_gbps": peak_gbps, "bound": bound,
-            "where": _where(site, layers, census.kinds, kinds_seen, mapped),
-            "neighbour": nxt,
-            "role": str(g["role"].iloc[0]) if g["role"].nunique() == 1 else "mixed",
-            "layer_kind": kinds_seen[0] if len(kinds_seen) == 1 else None,
-        })
+        rows.append(Site(
+            site=str(site), bytes=int(nbytes), bytes_src=str(src), per_step=len(g) / n_steps,
+            median_us=med_us, ms_per_step=float(us.sum()) / 1e3 / n_steps,
+            achieved_gbps=gbps, peak_gbps=peak_gbps, bound=bound,
+            where=_where(site, layers, census.kinds, kinds_seen, mapped), neighbour=str(nxt),
+            role=str(g["role"].iloc[0]) if g["role"].nunique() == 1 else "mixed",
+            layer_kind=kinds_seen[0] if len(kinds_seen) == 1 else None,
+        ))
     order = {**{k: i for i, k in enumerate(census.kinds)}, "post-proj": 90, "placement": 91, "allreduce-staging": 92,
              "other": 93}
-    return sorted(rows, key=lambda r: (order.get(r["site"], 99), -r["per_step"]))
+    return sorted(rows, key=lambda r: (order.get(r.site, 99), -r.per_step))
 
 
 def _where(site: str, layers: pd.Series, kinds: tuple[str, ...], seen: list[str], mapped: bool) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from copyprof.analysis.results import TimingSummary, known
 from copyprof.analysis.stats import ShiftResult, shift_estimate
 
 
@@ -48,13 +49,13 @@ def timing_shift(timing: dict[str, Any]) -> ShiftResult:
     return shift_estimate(timing["_base"], timing["_cand"], paired=True)
 
 
-def timing_summary(timing: dict[str, Any]) -> dict[str, Any]:
-    """JSON-ready measured saving per step (baseline − candidate) from the timed blocks."""
+def timing_summary(timing: dict[str, Any]) -> TimingSummary:
+    """The measured saving per step (baseline − candidate) from the timed blocks."""
     s = timing_shift(timing)
     lo, hi = s.saving_ci95_ms
-    return {
-        "measured_ms": s.saving_ms, "ci95_ms": [lo, hi], "noise_ms": s.noise_ms,
-        "blocks": int(len(timing["_base"])), "replays_per_block": timing.get("replays_per_block"),
-        "timer": timing.get("timer"), "method": s.method, "source": timing["path"],
-        "median_ms": s.median_ms,
-    }
+    replays = timing.get("replays_per_block")
+    return TimingSummary(
+        measured_ms=float(s.saving_ms), ci95_ms=[known(lo), known(hi)],
+        noise_ms={k: known(v) for k, v in s.noise_ms.items()}, blocks=int(len(timing["_base"])),
+        replays_per_block=int(replays) if isinstance(replays, int) else None, timer=timing.get("timer"),
+        method=s.method, source=timing["path"], median_ms={k: known(v) for k, v in s.median_ms.items()})

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any
-
 import click
 
 from copyprof.cli.main import cli
+from copyprof.analysis.results import RunReport
 from copyprof.errors import CopyprofError
 from copyprof.load import discover
 from copyprof.models import ModelLayout, load_layout
@@ -17,7 +16,7 @@ from copyprof.result_cache import load_result, result_key, store_result
 
 
 def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps: bool, jobs: int | None,
-              cache: bool) -> dict[str, Any]:
+              cache: bool) -> RunReport:
     sources = discover([path])
     options = {"layout": layout, "rank": rank, "all_steps": all_steps}
     key = result_key(path, [s.paths for s in sources], options) if cache else None
@@ -30,7 +29,7 @@ def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps
 
 
 def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | None, all_steps: bool,
-             jobs: int | None, cache: bool) -> dict[str, Any]:
+             jobs: int | None, cache: bool) -> RunReport:
     from copyprof.cache import wait_for_writes
     from copyprof.cli.reading import read_traces
 
@@ -78,7 +77,7 @@ def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_ra
 
         comparison = compare_runs(results[0], results[1], runs)
         for r in results:  # the pair's timing is shown once, in the A/B table
-            r["timing_in_comparison"] = bool(comparison.get("timing"))
+            r.timing_in_comparison = bool(comparison.timing)
         extra_tables = comparison_tables(comparison, names)
         extra_md = [comparison_markdown(comparison, names)]
     if plot_path:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from copyprof.analysis.results import RunReport
 from copyprof.models.layout import kind_label
 
 
@@ -27,19 +28,19 @@ def fmt_pct(v: float | None) -> str:
     return "–" if v is None or v != v else f"{v:.2f} %"
 
 
-def census_table(run: dict[str, Any]) -> TableData:
-    ps = run["per_step"]
+def census_table(run: RunReport) -> TableData:
+    ps = run.per_step
     t = TableData("census", "Copies per decode step (median over steps)", ["copy site", "per step", "ms/step"])
-    kinds = [k for k in ps["post_proj"] if k != "total"]
+    kinds = [k for k in ps.post_proj if k != "total"]
     for k in kinds:
-        t.rows.append([f"post-projection, {kind_label(k)} layers", ps["post_proj"][k], fmt_ms(ps["post_proj_ms"][k])])
+        t.rows.append([f"post-projection, {kind_label(k)} layers", ps.post_proj[k], fmt_ms(ps.post_proj_ms[k])])
     if kinds:
-        t.rows.append(["post-projection, total", ps["post_proj"]["total"], fmt_ms(ps["post_proj_ms"]["total"])])
-    t.rows.append(["other device-to-device copies", ps["other"], fmt_ms(ps["other_ms"])])
-    t.rows.append(["all device-to-device copies", ps["copies"], fmt_ms(_sum(ps["post_proj_ms"]["total"], ps["other_ms"]))])
-    if ps.get("host_copies") is not None:
-        t.rows.append(["host-side aten::copy_ ops (CPU trace)", ps["host_copies"], "–"])
-    t.note = run["attribution"].get("message")
+        t.rows.append(["post-projection, total", ps.post_proj["total"], fmt_ms(ps.post_proj_ms["total"])])
+    t.rows.append(["other device-to-device copies", ps.other, fmt_ms(ps.other_ms)])
+    t.rows.append(["all device-to-device copies", ps.copies, fmt_ms(_sum(ps.post_proj_ms["total"], ps.other_ms))])
+    if ps.host_copies is not None:
+        t.rows.append(["host-side aten::copy_ ops (CPU trace)", ps.host_copies, "–"])
+    t.note = run.attribution.message
     return t
 
 
@@ -47,79 +48,80 @@ def _sum(a: float | None, b: float | None) -> float | None:
     return None if a is None and b is None else (a or 0.0) + (b or 0.0)
 
 
-def sites_table(run: dict[str, Any]) -> TableData:
+def sites_table(run: RunReport) -> TableData:
     t = TableData("sites", "Copy sites", ["site", "bytes", "per step", "µs/copy", "ms/step", "GB/s", "bound", "where"])
-    for s in run["sites"]:
-        size = f"≤{s['bytes']:,}" if s["bytes_src"] == "grid-bound" else (f"{s['bytes']:,}" if s["bytes"] >= 0 else "?")
-        if s["bytes_src"] == "layout":
+    for s in run.sites:
+        size = f"≤{s.bytes:,}" if s.bytes_src == "grid-bound" else (f"{s.bytes:,}" if s.bytes >= 0 else "?")
+        if s.bytes_src == "layout":
             size += " (layout)"
-        gbps = "–" if s["achieved_gbps"] is None else f"{s['achieved_gbps']:.0f}"
-        t.rows.append([s["site"], size, f"{s['per_step']:.2f}".rstrip("0").rstrip("."), f"{s['median_us']:.2f}",
-                       fmt_ms(s["ms_per_step"]), gbps, s["bound"] or "–", s["where"]])
-    if run.get("peak_gbps"):
-        t.note = f"GB/s against a peak of {run['peak_gbps']:.0f} GB/s; under 25 % of peak counts as launch/latency-bound"
+        gbps = "–" if s.achieved_gbps is None else f"{s.achieved_gbps:.0f}"
+        t.rows.append([s.site, size, f"{s.per_step:.2f}".rstrip("0").rstrip("."), f"{s.median_us:.2f}",
+                       fmt_ms(s.ms_per_step), gbps, s.bound or "–", s.where])
+    if run.peak_gbps:
+        t.note = f"GB/s against a peak of {run.peak_gbps:.0f} GB/s; under 25 % of peak counts as launch/latency-bound"
     return t
 
 
-def estimate_table(run: dict[str, Any]) -> TableData:
+def estimate_table(run: RunReport) -> TableData:
     t = TableData("estimate", "Direct-return patch: removable cost per step",
                   ["scope", "copies removed", "removable ms (p10–p90)", "with dispatch gap", "share of step", "step with patch"])
-    for e in run["estimate"]:
-        rng = f"{fmt_ms(e['removable_ms'])} ({fmt_ms(e['removable_p10_ms'])}–{fmt_ms(e['removable_p90_ms'])})"
-        t.rows.append([_scope_label(e["scope"], run), e["removed_per_step"], rng,
-                       fmt_ms(e["removable_with_gap_ms"]), fmt_pct(e["removable_pct"]), fmt_ms(e["period_with_patch_ms"])])
-    ps = run["per_step"]
-    t.note = f"step period {fmt_ms(ps['period_ms'])} ms (median, start to start), GPU span {fmt_ms(ps['gpu_span_ms'])} ms"
+    for e in run.estimate:
+        rng = f"{fmt_ms(e.removable_ms)} ({fmt_ms(e.removable_p10_ms)}–{fmt_ms(e.removable_p90_ms)})"
+        t.rows.append([_scope_label(e.scope, run), e.removed_per_step, rng,
+                       fmt_ms(e.removable_with_gap_ms), fmt_pct(e.removable_pct), fmt_ms(e.period_with_patch_ms)])
+    ps = run.per_step
+    t.note = f"step period {fmt_ms(ps.period_ms)} ms (median, start to start), GPU span {fmt_ms(ps.gpu_span_ms)} ms"
     return t
 
 
-def _scope_label(scope: str, run: dict[str, Any]) -> str:
+def _scope_label(scope: str, run: RunReport) -> str:
     if scope != "all":
         return " + ".join(kind_label(k) for k in scope.split("+"))
-    return " + ".join(kind_label(k) for k in run["per_step"]["post_proj"] if k != "total")
+    return " + ".join(kind_label(k) for k in run.per_step.post_proj if k != "total")
 
 
-def by_rank_table(run: dict[str, Any]) -> TableData:
-    kinds = [k for k in run["per_step"]["post_proj"] if k != "total"]
+def by_rank_table(run: RunReport) -> TableData:
+    kinds = [k for k in run.per_step.post_proj if k != "total"]
     t = TableData("by_rank", "Per rank (medians)", ["rank", "tokens", "period ms", "copies",
                                                     *(f"post-proj {kind_label(k)}" for k in kinds), "post-proj ms"])
-    for rank, ps in sorted(run["by_rank"].items(), key=lambda kv: int(kv[0])):
-        t.rows.append([rank, ps["tokens"] if ps["tokens"] is not None else "–", fmt_ms(ps["period_ms"]), ps["copies"],
-                       *(ps["post_proj"].get(k, 0) for k in kinds), fmt_ms(ps["post_proj_ms"]["total"])])
-    t.note = run["rank_agreement"]["message"]
+    for rank, ps in sorted(run.by_rank.items(), key=lambda kv: int(kv[0])):
+        t.rows.append([rank, ps.tokens if ps.tokens is not None else "–", fmt_ms(ps.period_ms), ps.copies,
+                       *(ps.post_proj.get(k, 0) for k in kinds), fmt_ms(ps.post_proj_ms["total"])])
+    t.note = run.rank_agreement.message
     return t
 
 
-def timing_table(run: dict[str, Any]) -> TableData:
-    t = run["timing"]
-    lo, hi = t["ci95_ms"]
+def timing_table(run: RunReport) -> TableData:
+    t = run.timing
+    assert t is not None
+    lo, hi = t.ci95_ms
     table = TableData("timing", "Replica A/B timing stored with this run (interleaved blocks, no profiler)",
                       ["quantity", "ms"])
-    table.rows.append(["baseline step (median block)", fmt_ms(t["median_ms"]["baseline"])])
-    table.rows.append(["candidate step (median block)", fmt_ms(t["median_ms"]["candidate"])])
-    table.rows.append(["measured saving per step", f"{fmt_ms(t['measured_ms'])} [{fmt_ms(lo)}, {fmt_ms(hi)}] 95 % CI"])
-    table.note = f"{t['blocks']} block pairs × {t['replays_per_block']} replays, {t['timer']}; {t['method']}"
+    table.rows.append(["baseline step (median block)", fmt_ms(t.median_ms["baseline"])])
+    table.rows.append(["candidate step (median block)", fmt_ms(t.median_ms["candidate"])])
+    table.rows.append(["measured saving per step", f"{fmt_ms(t.measured_ms)} [{fmt_ms(lo)}, {fmt_ms(hi)}] 95 % CI"])
+    table.note = f"{t.blocks} block pairs × {t.replays_per_block} replays, {t.timer}; {t.method}"
     return table
 
 
-def run_tables(run: dict[str, Any], by_rank: bool = False) -> list[TableData]:
+def run_tables(run: RunReport, by_rank: bool = False) -> list[TableData]:
     tables = [census_table(run), sites_table(run)]
-    if run["estimate"]:
+    if run.estimate:
         tables.append(estimate_table(run))
-    if run.get("timing") and not run.get("timing_in_comparison"):
+    if run.timing is not None and not run.timing_in_comparison:
         tables.append(timing_table(run))
-    if by_rank or not run["rank_agreement"]["agree"]:
+    if by_rank or not run.rank_agreement.agree:
         tables.append(by_rank_table(run))
     return tables
 
 
-def setup_lines(run: dict[str, Any]) -> list[str]:
+def setup_lines(run: RunReport) -> list[str]:
     """Facts about the capture, from trace metadata and run.json."""
-    md = run.get("metadata", {})
+    md = run.metadata
     rj = md.get("run", {}) if isinstance(md.get("run"), dict) else {}
-    layout = run["layout"]
-    parts = [f"device {run['device']}", f"{run['format']} / {run['flavour']}",
-             f"ranks {run['ranks']} (headline rank {run['headline_rank']})"]
+    layout = run.layout
+    parts = [f"device {run.device}", f"{run.format} / {run.flavour}",
+             f"ranks {run.ranks} (headline rank {run.headline_rank})"]
     for key, label in (("vllm_version", "vLLM"),):
         if md.get(key):
             parts.append(f"{label} {md[key]}")
@@ -127,11 +129,11 @@ def setup_lines(run: dict[str, Any]) -> list[str]:
         if rj.get(key) not in (None, ""):
             parts.append(f"{key.replace('_', ' ')} {rj[key]}")
     if layout:
-        kinds = ", ".join(f"{n} {kind_label(k)}" for k, n in layout.get("kinds", {}).items())
-        parts.append(f"layout {layout['name']} ({layout['layers']} layers: {kinds})")
-    steps = run["steps"]
-    parts.append(f"{steps['decode']} decode steps used, {steps['excluded']} excluded, rule: {steps['rule']}")
-    tok = run["per_step"]["tokens"]
+        kinds = ", ".join(f"{n} {kind_label(k)}" for k, n in layout.kinds.items())
+        parts.append(f"layout {layout.name} ({layout.layers} layers: {kinds})")
+    steps = run.steps
+    parts.append(f"{steps.decode} decode steps used, {steps.excluded} excluded, rule: {steps.rule}")
+    tok = run.per_step.tokens
     if tok is not None:
         parts.append(f"N = {tok} tokens per step")
     return parts

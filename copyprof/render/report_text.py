@@ -10,15 +10,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+import msgspec
+
+from copyprof.analysis.results import JSON_RUN_KEYS, Comparison, RunReport
 from copyprof.render.report_tables import TableData, run_tables, setup_lines
 
-JSON_RUN_KEYS = ("path", "format", "flavour", "ranks", "layout", "steps", "per_step", "estimate")
-JSON_EXTRA_KEYS = ("headline_rank", "device", "peak_gbps", "sites", "attribution", "notes", "rank_agreement",
-                   "by_rank", "timing", "warnings")
 
-
-def render_json(runs: list[dict[str, Any]], comparison: dict[str, Any] | None) -> str:
-    out = {"runs": [{k: r.get(k) for k in (*JSON_RUN_KEYS, *JSON_EXTRA_KEYS)} for r in runs], "comparison": comparison}
+def render_json(runs: list[RunReport], comparison: Comparison | None) -> str:
+    """The ``report --format json`` document (README): the contract's keys of each run, in order."""
+    out = {"runs": [{k: msgspec.to_builtins(getattr(r, k)) for k in JSON_RUN_KEYS} for r in runs],
+           "comparison": msgspec.to_builtins(comparison) if comparison is not None else None}
     return json.dumps(strict(out), indent=2, default=_default, allow_nan=False)
 
 
@@ -41,16 +42,16 @@ def _default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def render_terminal(runs: list[dict[str, Any]], console: Console, *, labels: list[str], by_rank: bool,
+def render_terminal(runs: list[RunReport], console: Console, *, labels: list[str], by_rank: bool,
                     extra_tables: list[TableData] | None = None) -> None:
     for label, run in zip(labels, runs):
-        console.rule(f"[bold]{label}[/bold]: {run['path']}")
+        console.rule(f"[bold]{label}[/bold]: {run.path}")
         console.print(" · ".join(setup_lines(run)))
         for t in run_tables(run, by_rank):
             _rich_table(console, t)
-        for n in run["notes"]:
+        for n in run.notes:
             console.print(f"[dim]note:[/dim] {n}")
-        for w in run["warnings"]:
+        for w in run.warnings:
             console.print(f"[yellow]warning:[/yellow] {w}")
     for t in extra_tables or []:
         _rich_table(console, t)
@@ -76,7 +77,7 @@ def markdown_table(t: TableData) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(runs: list[dict[str, Any]], *, labels: list[str], by_rank: bool,
+def render_markdown(runs: list[RunReport], *, labels: list[str], by_rank: bool,
                     extra: list[str] | None = None) -> str:
     parts: list[str] = []
     for label, run in zip(labels, runs):
@@ -84,14 +85,14 @@ def render_markdown(runs: list[dict[str, Any]], *, labels: list[str], by_rank: b
         parts.append(title)
         parts.append("**Profile setup.** " + "; ".join(setup_lines(run)) + ".")
         parts.extend(markdown_table(t) for t in run_tables(run, by_rank))
-        notes = run["notes"] + run["warnings"]
+        notes = run.notes + run.warnings
         if notes:
             parts.append("\n".join(f"- {n}" for n in notes))
     parts.extend(extra or [])
     return "\n\n".join(parts) + "\n"
 
 
-def render_csv(runs: list[dict[str, Any]], *, labels: list[str], by_rank: bool) -> str:
+def render_csv(runs: list[RunReport], *, labels: list[str], by_rank: bool) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["run", "table", "row", "column", "value"])

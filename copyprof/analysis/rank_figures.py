@@ -1,0 +1,140 @@
+"""One rank's figures: per-step medians, per-step series, the plot timeline, rank agreement.
+
+Pure functions of a ``RankAnalysis`` (its trace, steps and census) returning the typed
+pieces of a ``RunReport`` (analysis/results.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from copyprof.analysis.census import Census, take_census
+from copyprof.analysis.results import PerStep, RankAgreement, Timeline, known
+from copyprof.analysis.steps import Steps, segment
+from copyprof.events import Trace, name_array
+from copyprof.models import ModelLayout
+from copyprof.taxonomy.devices import device_cus
+
+
+@dataclass
+class RankAnalysis:
+    rank: int
+    trace: Trace
+    steps: Steps
+    census: Census
+
+
+def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = False) -> RankAnalysis:
+    steps = segment(trace.events)
+    census = take_census(trace.events, steps, layout, cus=device_cus(trace.meta.devices), all_steps=all_steps)
+    return RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census)
+
+
+def _median(values: pd.Series | np.ndarray) -> float | None:
+    arr = pd.to_numeric(pd.Series(values), errors="coerce").dropna().to_numpy(dtype=float)
+    return float(np.median(arr)) if len(arr) else None
+
+
+def _int_median(values: pd.Series) -> int:
+    m = _median(values)
+    return int(round(m)) if m is not None else 0
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
+def per_step_medians(ra: RankAnalysis) -> PerStep:
+    """Medians over the counted steps; ``post_proj`` / ``post_proj_ms`` have one key per kind
+    of the layout (none without one) plus ``total``."""
+    ps = ra.census.per_step
+    kinds = ra.census.kinds
+    decode = ra.steps.decode
+    host = _host_copies_by_name(ra)
+    host_copies = None if host is None else host.get("aten::copy_", 0)
+    if ps.empty:
+        tokens = _median(decode["tokens"]) if len(decode) else None
+        return PerStep(
+            tokens=int(tokens) if tokens is not None else None,
+            period_ms=_ms(_median(decode["period_ns"])) if len(decode) else None,
+            gpu_span_ms=_ms(_median(decode["span_ns"])) if len(decode) else None,
+            copies=0, other=0, post_proj={**{k: 0 for k in kinds}, "total": 0},
+            post_proj_ms={**{k: 0.0 for k in kinds}, "total": 0.0}, other_ms=0.0, host_copies=host_copies,
+            host_copies_by_name=host)
+    tokens = _median(ps["tokens"])
+    return PerStep(
+        tokens=int(tokens) if tokens is not None else None,
+        period_ms=_ms(_median(ps["period_ns"])),
+        gpu_span_ms=_ms(_median(ps["span_ns"])),
+        copies=_int_median(ps["copies"]),
+        other=_int_median(ps["other"]),
+        post_proj={**{k: _int_median(ps[f"post_{k}"]) for k in kinds}, "total": _int_median(ps["post_total"])},
+        post_proj_ms={**{k: _median(ps[f"post_{k}_ms"]) for k in kinds}, "total": _median(ps["post_total_ms"])},
+        other_ms=_median(ps["other_ms"]),
+        post_proj_gap_ms={k: _median(ps[f"post_{k}_gap_ms"]) for k in kinds},
+        host_copies=host_copies,
+    )
+
+
+def _host_copies_by_name(ra: RankAnalysis) -> dict[str, int] | None:
+    """Median host-side copy ops per counted step, by name (CPU-only traces; None when there is
+    a GPU). ``aten::copy_`` is the count: ``aten::to`` / ``_to_copy`` / ``clone`` nest a
+    ``copy_`` inside, so counting them too would count one copy several times."""
+    if ra.steps.device >= 0:
+        return None
+    ev = ra.trace.events
+    steps = list(ra.steps.decode["step"])
+    mask = (ev["kind"] == "cpu_op").to_numpy() & np.isin(ra.steps.step_of, steps)
+    if not steps:
+        return {}
+    frame = pd.DataFrame({"step": ra.steps.step_of[mask], "name": name_array(ev)[mask]})
+    counts = frame.groupby(["name", "step"]).size().unstack(fill_value=0).reindex(columns=steps, fill_value=0)
+    return {str(name): int(np.median(row)) for name, row in counts.iterrows()}
+
+
+def step_series(ra: RankAnalysis) -> dict[str, list[float | None]]:
+    """Per-step values of the headline rank (A/B statistics, plots; not in the JSON contract)."""
+    def col(values: pd.Series, scale: float = 1.0) -> list[float | None]:
+        return [known(v / scale) for v in values.astype(float).tolist()]
+
+    ps = ra.census.per_step
+    if ps.empty:
+        dec = ra.steps.decode
+        return {"period_ms": col(dec["period_ns"], 1e6), "span_ms": col(dec["span_ns"], 1e6)}
+    out = {"period_ms": col(ps["period_ns"], 1e6), "span_ms": col(ps["span_ns"], 1e6),
+           "post_proj_ms": col(ps["post_total_ms"])}
+    for k in ra.census.kinds:  # per-kind series: estimates for any set of kinds an A/B removed
+        out[f"post_{k}_ms"] = col(ps[f"post_{k}_ms"])
+        out[f"post_{k}_gap_ms"] = col(ps[f"post_{k}_gap_ms"])
+    return out
+
+
+def timeline(ra: RankAnalysis) -> Timeline | None:
+    """GPU ops of the first counted step, each copy with its site (the plot's panel c)."""
+    if ra.census.per_step.empty:
+        return None
+    step = int(ra.census.per_step["step"].iloc[0])
+    ev = ra.trace.events
+    mask = (ra.steps.step_of == step) & ev["on_gpu"].to_numpy()
+    ops = ev.loc[mask, ["start_ns", "dur_ns", "name"]].copy().sort_values("start_ns", kind="stable")
+    cp = ra.census.copies[ra.census.copies["step"] == step]
+    kinds = set(ra.census.kinds)
+    site = dict(zip(cp["start_ns"], cp["site"].map(lambda s: s if s in kinds else "other-copy")))
+    return Timeline(start_ns=[int(x) for x in ops["start_ns"].tolist()], dur_ns=[int(x) for x in ops["dur_ns"].tolist()],
+                    name=ops["name"].astype(str).tolist(), site=[site.get(t, "") for t in ops["start_ns"].tolist()])
+
+
+def rank_agreement(analyses: list[RankAnalysis]) -> RankAgreement:
+    if len(analyses) < 2:
+        return RankAgreement(agree=True, message="one rank")
+    keys = ("copies", "post_total", *(f"post_{k}" for k in analyses[0].census.kinds))
+    sig = {}
+    for a in analyses:
+        ps = a.census.per_step
+        sig[a.rank] = tuple(_int_median(ps[k]) if not ps.empty and k in ps else 0 for k in keys)
+    if len(set(sig.values())) == 1:
+        return RankAgreement(agree=True, message=f"per-step copy counts agree on all {len(analyses)} ranks")
+    detail = "; ".join(f"rank {r}: {dict(zip(keys, s))}" for r, s in sorted(sig.items()))
+    return RankAgreement(agree=False, message=f"per-step copy counts differ between ranks — {detail}")

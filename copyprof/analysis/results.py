@@ -1,0 +1,219 @@
+"""The typed results a report is made of: one structure shared by analysis, cache and renderers.
+
+Why msgspec Structs: the analysis fills them, the result cache writes and reads them as JSON
+(decoded straight back into these types, without importing numpy or pandas), and every
+renderer reads attributes, not string keys. Field order is the order of the JSON contract
+(README), so ``to_builtins`` yields the documented objects.
+
+Values that are not known are None (never NaN): JSON has no NaN, and a cached report must
+read back exactly as it was written.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgspec
+
+
+class Struct(msgspec.Struct, kw_only=True):
+    def to_json(self) -> Any:
+        return msgspec.to_builtins(self)
+
+
+class Layout(Struct):
+    name: str
+    layers: int
+    mla_layers: int | None = None
+    kda_layers: int | None = None
+    hidden: int = 0
+    dtype_bytes: int = 2
+    kinds: dict[str, int] = {}
+
+
+class StepsInfo(Struct):
+    decode: int
+    excluded: int
+    rule: str
+
+
+class PerStep(Struct):
+    """Medians over the counted decode steps of one rank. ``post_proj`` / ``post_proj_ms``:
+    one key per layout kind plus ``total`` (only ``total`` without a layout)."""
+
+    tokens: int | None
+    period_ms: float | None
+    gpu_span_ms: float | None
+    copies: int
+    other: int
+    post_proj: dict[str, int]
+    post_proj_ms: dict[str, float | None]
+    other_ms: float | None
+    post_proj_gap_ms: dict[str, float | None] | None = None
+    host_copies: int | None = None
+    host_copies_by_name: dict[str, int] | None = None
+
+
+class Estimate(Struct):
+    patch: str
+    scope: str
+    removed_per_step: int
+    removable_ms: float
+    removable_p10_ms: float | None
+    removable_p90_ms: float | None
+    removable_with_gap_ms: float
+    removable_pct: float | None
+    period_with_patch_ms: float | None
+
+
+class Site(Struct):
+    """One copy site of a run: ``site`` is the layer kind for post-projection copies placed in
+    a layer, else the role; ``role`` is post-projection | placement | allreduce-staging | other
+    (``mixed`` when a size group spans roles); ``layer_kind`` the kind of every layer it occurs in."""
+
+    site: str
+    bytes: int
+    bytes_src: str
+    per_step: float
+    median_us: float
+    ms_per_step: float
+    achieved_gbps: float | None
+    peak_gbps: float | None
+    bound: str | None
+    where: str
+    neighbour: str
+    role: str = "other"
+    layer_kind: str | None = None
+
+
+class Attribution(Struct):
+    """How copies were attributed: ``status`` ok | partial | not-attributed | no-layout;
+    ``method`` structure | size and order | ""."""
+
+    status: str = "no-layout"
+    message: str = "no model layout given"
+    method: str = ""
+    steps_attributed: int = 0
+    steps: int = 0
+    layers_found: int = 0
+    kind_kernels: dict[str, int] = {}
+    kind_disagreements: list[str] = []
+    anchored: int = 0
+    anchors_agree: int = 0
+    size_disagree: int = 0
+
+
+class RankAgreement(Struct):
+    agree: bool
+    message: str
+
+
+class TimingSummary(Struct):
+    """The replica's interleaved timing of a pair (timing.json): saving per step, baseline − candidate."""
+
+    measured_ms: float
+    ci95_ms: list[float | None]
+    noise_ms: dict[str, float | None]
+    blocks: int
+    replays_per_block: int | None
+    timer: str | None
+    method: str
+    source: str
+    median_ms: dict[str, float | None]
+
+
+class Timeline(Struct):
+    """GPU ops of the first counted step (plots): columns of equal length."""
+
+    start_ns: list[int]
+    dur_ns: list[int]
+    name: list[str]
+    site: list[str]
+
+
+class RunReport(Struct):
+    """One run: the ``runs[i]`` object of ``report --format json`` (README) plus what the
+    renderers need besides (metadata, per-step series, the timeline)."""
+
+    path: str
+    format: str
+    flavour: str
+    ranks: list[int]
+    layout: Layout | None
+    steps: StepsInfo
+    per_step: PerStep
+    estimate: list[Estimate]
+    headline_rank: int
+    device: str
+    peak_gbps: float | None
+    sites: list[Site]
+    attribution: Attribution
+    notes: list[str]
+    rank_agreement: RankAgreement
+    by_rank: dict[str, PerStep]
+    timing: TimingSummary | None = None
+    warnings: list[str] = []
+    metadata: dict[str, Any] = {}
+    step_series: dict[str, list[float | None]] = {}
+    timeline: Timeline | None = None
+    timing_in_comparison: bool = False
+
+
+JSON_RUN_KEYS = ("path", "format", "flavour", "ranks", "layout", "steps", "per_step", "estimate", "headline_rank",
+                 "device", "peak_gbps", "sites", "attribution", "notes", "rank_agreement", "by_rank", "timing",
+                 "warnings")
+
+
+class SiteChange(Struct):
+    site: str
+    bytes: int
+    neighbour: str
+    baseline_per_step: float
+    candidate_per_step: float
+    status: str
+
+
+class RemovedSite(Struct):
+    bytes: int
+    layer_kind: str
+    per_step: int
+
+
+class Comparison(Struct):
+    """``comparison`` of ``report --format json`` (README): savings are baseline − candidate."""
+
+    baseline: int
+    candidate: int
+    scope: str | None
+    scope_text: str
+    estimate_ms: dict[str, float]
+    site_changes: list[SiteChange]
+    removed_sites: list[RemovedSite]
+    timing: dict[str, Any] | None
+    client: dict[str, Any] | None
+    measured_ms: float | None = None
+    ci95_ms: list[float | None] | None = None
+    noise_ms: dict[str, float | None] | None = None
+    mde_ms: float | None = None
+    steps_needed: int | None = None
+    n_steps: dict[str, int] | None = None
+    method: str | None = None
+    verdict: str = ""
+    estimator: dict[str, Any] | None = None
+    gpu_span: dict[str, Any] | None = None
+
+
+def known(x: float | None) -> float | None:
+    """A float, or None where it is NaN / infinite (not known)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def encode(obj: Struct) -> bytes:
+    return msgspec.json.encode(obj)
+
+
+def decode_run(data: bytes | str) -> RunReport:
+    return msgspec.json.decode(data, type=RunReport)
