@@ -118,8 +118,9 @@ def test_run_dir_layout_and_run_json(cpu_runs: list[Path]) -> None:
         assert run["status"] == "complete" and run["engine"] == "replica" and run["arm"] == arm
         assert run["graph_mode"] == "eager" and run["tp"] == 8 and run["concurrency"] == N and run["steps"] == STEPS
         assert run["model"] == {"name": "kimi-linear-48b-a3b", "hf_id": "moonshotai/Kimi-Linear-48B-A3B-Instruct",
-                                "layers": 27, "hidden": HIDDEN, "mla_layers": 7, "kda_layers": 20,
-                                "layer_kinds": "KKKM" * 6 + "KKM"}
+                                "layers": 27, "hidden": HIDDEN, "kinds": {"mla": 7, "kda": 20},
+                                "layer_kinds": "KKKM" * 6 + "KKM", "source": "preset", "mla_layers": 7, "kda_layers": 20}
+        assert run["removed_kinds"] == ([] if arm == "baseline" else ["kda", "mla"])
         for key in ("copyprof_version", "command", "device", "torch_version", "cuda_version", "host", "started",
                     "finished", "files"):
             assert key in run, key
@@ -199,3 +200,44 @@ def test_copies_micro_capture_cpu(tmp_path: Path) -> None:
     (result,) = census_run_dirs([d]).values()
     assert result["annotations"]["copies_static"] == {"steps": 2, "copies_per_step": {"cpu aten::copy_": 2}}
     assert os.path.exists(d / read_run_json(d)["files"][0])
+
+
+# ----------------------------------------------------------------------------- any layout: Qwen3-Next
+
+def test_qwen3_next_three_arms_on_the_cpu(tmp_path: Path) -> None:
+    # Qwen3-Next-80B-A3B: 48 layers, full attention every 4th (12), gated delta-net on the other 36.
+    # In vLLM both attentions write into a caller-owned buffer (`output[:], _ = self.o_proj(...)`,
+    # `output[:num_tokens], _ = self.out_proj(...)`); the GDN also places its core output
+    # (`core_attn_out[:num_actual_tokens] = ...`). Arms: baseline copies in all 48 layers, the
+    # partial arm (--remove full_attention) in the 36 GDN layers, the candidate in none; the
+    # GDN placement copies [N, 32/4 heads, 128] stay in every arm.
+    pytest.importorskip("torch")
+    from copyprof.capture.replica import run_replica
+
+    n = 2
+    dirs = run_replica("qwen3-next-80b-a3b", tp=4, concurrency=n, device="cpu", steps=2, context=16,
+                       remove=("full_attention",), timing_blocks=2, timing_replays=1, out=str(tmp_path), label="q",
+                       record_shapes=True, log=lambda _m: None)
+    arms = {read_run_json(d)["arm"]: d for d in dirs}
+    assert set(arms) == {"baseline", "candidate", "partial"}
+    post = ((n, 2048), "c10::BFloat16", "c10::BFloat16")
+    placement = ((n, 8, 128), "c10::BFloat16", "c10::BFloat16")
+    want = {"baseline": 48, "partial": 36, "candidate": 0}
+    for arm, d in arms.items():
+        for step in _copies_per_step(_trace(d)):
+            assert step[post] == want[arm], arm
+            assert step[placement] == 36, arm
+    run = read_run_json(arms["partial"])
+    assert run["removed_kinds"] == ["full_attention"]
+    assert run["expected_copies_per_step"]["post_proj"]["partial"] == {"linear_attention": 36}
+    timing = json.loads((arms["partial"] / "timing.json").read_text())
+    assert set(timing["per_block_ms"]) == {"baseline", "candidate", "partial"}
+    assert timing["arm_order"] == ["baseline", "candidate", "partial", "candidate", "partial", "baseline"]
+
+
+def test_remove_must_name_attention_kinds(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from copyprof.capture.replica import run_replica
+
+    with pytest.raises(CopyprofError, match="no attention layers of"):
+        run_replica("qwen3-next-80b-a3b", tp=4, concurrency=2, device="cpu", remove=("mamba",), out=str(tmp_path))

@@ -76,10 +76,11 @@ def _estimator_note(check: dict[str, Any] | None, with_gap: float) -> str:
 def _timing_comparison(paths: tuple[str, ...] | list[str], kernel: float, with_gap: float) -> dict[str, Any] | None:
     """The replica's interleaved timing of this very pair, when both run dirs carry it."""
     tb, tc = load_timing(paths[0]), load_timing(paths[1])
-    if tb is None or tc is None or not np.array_equal(tb["_base"], tc["_base"]):
-        return None  # not the same timed pair
-    shift = timing_shift(tb)
-    out = msgspec.to_builtins(timing_summary(tb))
+    if tb is None or tc is None or tb.get("_arm") != "baseline" or tc.get("_arm") in (None, "baseline") \
+            or not np.array_equal(tb["_arms"]["baseline"], tc["_arms"]["baseline"]):
+        return None  # not arms of one timed set, or the first run is not its baseline
+    shift = timing_shift(tb, tc["_arm"])
+    out = msgspec.to_builtins(timing_summary(tb, tc["_arm"]))
     mde = shift.mde_ms()
     out["mde_ms"] = mde if math.isfinite(mde) else None
     if kernel > 0:

@@ -120,6 +120,7 @@ class TimingSummary(Struct):
     method: str
     source: str
     median_ms: dict[str, float | None]
+    arms: list[str] = msgspec.field(default_factory=lambda: ["baseline", "candidate"])  # baseline − arms[1]
 
 
 class Timeline(Struct):

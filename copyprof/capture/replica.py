@@ -1,10 +1,12 @@
-"""Replica engine: profile one TP rank's decode step in two arms (copy into a buffer vs return).
+"""Replica engine: profile one TP rank's decode step in several arms (copy into a buffer vs return).
 
 Why: to measure what a "return the projection directly" patch (vLLM #50592/#50847) removes —
 one ``[N, hidden]`` bf16 D2D copy per decoder layer per step — on one GPU, without vLLM or
-weights, and to produce vLLM-shaped Kineto traces (``rank0.<ns>.pt.trace.json.gz`` with
-``execute_context_0(0)_generation_N(N)`` step annotations) that copyprof's readers can be
-tested against. The model itself is in :mod:`copyprof.capture.replica_model`.
+weights, for any decoder layout, and to produce vLLM-shaped Kineto traces
+(``rank0.<ns>.pt.trace.json.gz`` with ``execute_context_0(0)_generation_N(N)`` step
+annotations) that copyprof's readers can be tested against. Arms: ``baseline`` (every layer
+copies), ``candidate`` (none does), ``partial`` (the kinds named by ``remove`` do not). The
+model itself is in :mod:`copyprof.capture.replica_model`.
 
 What a call does (:func:`run_replica`):
 
@@ -12,21 +14,21 @@ What a call does (:func:`run_replica`):
    (``status`` starting -> capturing -> complete / failed: <why>);
 2. builds the model once (weights shared by both arms) and, on CUDA without ``graph=False``,
    captures ONE decode step per arm in a CUDA graph (warm-up first);
-3. timing (when both arms are run and ``timing_blocks > 0``): interleaved A/B blocks
-   (baseline/candidate alternating, the first arm swapped every pair), each block
-   ``timing_replays`` back-to-back step replays timed with CUDA events (CPU:
+3. timing (when the baseline and another arm are run and ``timing_blocks > 0``): interleaved
+   rounds of one block per arm, the order rotated every round (AB, BA, ... ; ABC, BCA, CAB,
+   ...), each block ``timing_replays`` back-to-back step replays timed with CUDA events (CPU:
    ``perf_counter_ns``). Raw per-block ms/step go to ``timing.json``, written identically into
-   BOTH arms' run directories (each directory is self-contained; ``pair`` names the other).
+   every arm's run directory (each directory is self-contained; ``run_dirs`` names them all).
    Timing runs before profiling so that no profiler state is active while timing;
-4. profiles ``steps`` steps per arm with ``torch.profiler`` (CPU + CUDA activities, no stacks,
-   no shapes by default), the sampler stand-in running between steps outside the annotation.
+4. profiles ``steps`` steps per arm with ``torch.profiler`` (CPU + CUDA activities; stacks and
+   shapes only when asked: ``with_stack`` for an eager capture whose copies name their code),
+   the sampler stand-in running between steps outside the annotation.
 
-CLI: ``python -m copyprof.capture.replica --model kimi-k3 --tp 8 --concurrency 16 --device cuda
---arm both --steps 32 --out traces`` (``copyprof run --engine replica`` calls :func:`run_replica`).
+CLI: ``copyprof run --engine replica --model kimi-k3 --tp 8 --concurrency 16 --device cuda
+--steps 32 --out traces`` (``--remove KIND,...`` adds the partial arm).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -86,8 +88,9 @@ def device_info(torch: Any, device: Any) -> dict[str, Any]:
 class _Arm:
     """One arm's runnable step: a replayed CUDA graph or the eager step function."""
 
-    def __init__(self, torch: Any, model: Any, arm: str, graph: bool, warmup: int) -> None:
-        self.arm, self.graph, self._torch = arm, None, torch
+    def __init__(self, torch: Any, model: Any, removed: frozenset[str], graph: bool, warmup: int) -> None:
+        arm = self.arm = removed  # the kinds whose copies this arm's step removes
+        self.graph, self._torch = None, torch
         self._model = model
         if graph:
             stream = torch.cuda.Stream()
@@ -138,26 +141,28 @@ def _time_block(torch: Any, arm: _Arm, replays: int, cuda: bool) -> float:
 
 
 def interleaved_timing(torch: Any, arms: dict[str, _Arm], blocks: int, replays: int, cuda: bool) -> dict[str, Any]:
-    """Interleaved A/B: ``blocks`` blocks per arm in pairs ordered AB, BA, AB, ... so drift hits both alike."""
+    """``blocks`` rounds of one block per arm, the arm order rotated each round (AB, BA, ...;
+    ABC, BCA, CAB, ...), so drift hits every arm alike and block i of every arm is one round."""
+    names = list(arms)
     order: list[str] = []
-    per_block: dict[str, list[float]] = {name: [] for name in arms}
-    first, second = "baseline", "candidate"
-    for b in range(2 * blocks):
-        name = (first, second)[b % 2] if (b // 2) % 2 == 0 else (second, first)[b % 2]
-        per_block[name].append(_time_block(torch, arms[name], replays, cuda))
-        order.append(name)
-    return {"arm_order": order, "blocks": blocks, "blocks_meaning": "per arm (2*blocks timed blocks in all)",
+    per_block: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(blocks):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            per_block[name].append(_time_block(torch, arms[name], replays, cuda))
+            order.append(name)
+    return {"arm_order": order, "blocks": blocks, "blocks_meaning": "per arm (one block of each arm per round)",
             "replays_per_block": replays, "per_block_ms": per_block}
 
 
-def _profile_arm(torch: Any, model: Any, arm: _Arm, run_dir: Path, steps: int, record_shapes: bool) -> Path:
+def _profile_arm(torch: Any, model: Any, arm: _Arm, run_dir: Path, steps: int, record_shapes: bool,
+                 with_stack: bool) -> Path:
     """Profile ``steps`` annotated steps (sampler outside the annotation); write the gzip'd trace."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     cuda = model.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     name = step_annotation(model.shapes.tokens)
-    with profile(activities=activities, record_shapes=record_shapes, with_stack=False) as prof:
+    with profile(activities=activities, record_shapes=record_shapes, with_stack=with_stack) as prof:
         for _ in range(steps):
             with record_function(name):
                 out = arm.run()
@@ -172,41 +177,44 @@ def _profile_arm(torch: Any, model: Any, arm: _Arm, run_dir: Path, steps: int, r
 
 
 def _summarise(timing: dict[str, Any], layout: ModelLayout, device_type: str) -> str:
-    base, cand = timing["per_block_ms"]["baseline"], timing["per_block_ms"]["candidate"]
-    pairs = [b - c for b, c in zip(base, cand)]
-    mb, mc, md = statistics.median(base), statistics.median(cand), statistics.median(pairs)
-    line = (f"timing: median ms/step baseline {mb:.4f}, candidate {mc:.4f}; median paired difference "
-            f"(baseline - candidate) {md * 1000:.2f} us/step = {md * 1000 / layout.layers:.3f} us per layer "
-            f"over {layout.layers} layers ({len(pairs)} pairs of {timing['replays_per_block']} steps)")
-    return line + (f"\nnote: {CPU_TIMING_NOTE}" if device_type == "cpu" else "")
+    per = timing["per_block_ms"]
+    base = per["baseline"]
+    lines = []
+    for arm, blocks in per.items():
+        if arm == "baseline":
+            continue
+        pairs = [b - c for b, c in zip(base, blocks)]
+        md = statistics.median(pairs)
+        lines.append(f"timing: median ms/step baseline {statistics.median(base):.4f}, {arm} {statistics.median(blocks):.4f}; "
+                     f"median paired difference (baseline - {arm}) {md * 1000:.2f} us/step "
+                     f"({len(pairs)} rounds of {timing['replays_per_block']} steps)")
+    return "\n".join(lines) + (f"\nnote: {CPU_TIMING_NOTE}" if device_type == "cpu" else "")
 
 
 def run_replica(layout: ModelLayout | str, *, tp: int, concurrency: int, device: str,
-                arms: Sequence[str] = ("baseline", "candidate"), steps: int = 32, graph: bool = True,
-                timing_blocks: int = 40, timing_replays: int = 50, out: str = "traces", label: str | None = None,
-                context: int | None = None, warmup: int = 3, seed: int = 0, record_shapes: bool = False,
-                command: Sequence[str] | None = None, log: Callable[[str], None] = print) -> list[Path]:
-    """Capture replica decode steps for each arm; return the run directories (one per arm, in ``arms`` order).
+                arms: Sequence[str] = ("baseline", "candidate"), remove: Sequence[str] = (), steps: int = 32,
+                graph: bool = True, timing_blocks: int = 40, timing_replays: int = 50, out: str = "traces",
+                label: str | None = None, context: int | None = None, warmup: int = 3, seed: int = 0,
+                record_shapes: bool = False, with_stack: bool = False, command: Sequence[str] | None = None,
+                log: Callable[[str], None] = print) -> list[Path]:
+    """Capture replica decode steps for each arm; return the run directories (one per arm, in order).
 
-    ``graph`` applies on CUDA only; on CPU the steps always run eagerly (``graph_mode: "eager"``).
-    Timing needs both arms and ``timing_blocks > 0``. ``record_shapes`` exists for tests
-    (vLLM-like captures leave it off). Every run directory ends with ``status`` ``complete``
-    or ``failed: <why>``; on failure the exception is re-raised.
+    ``arms``: names among baseline, candidate, partial; ``remove``: the kinds whose copies the
+    partial arm removes (adds that arm when given). ``graph`` applies on CUDA only; on CPU the
+    steps always run eagerly (``graph_mode: "eager"``). Timing needs the baseline, another arm
+    and ``timing_blocks > 0``. Every run directory ends with ``status`` ``complete`` or
+    ``failed: <why>``; on failure the exception is re-raised.
     """
-    from copyprof.capture.replica_model import (
-        ARMS,
-        DEFAULT_CONTEXT,
-        RankShapes,
-        ReplicaModel,
-        weight_bytes,
-    )
+    from copyprof.capture.replica_model import DEFAULT_CONTEXT, RankShapes, ReplicaModel, arm_removals, weight_bytes
 
     if isinstance(layout, str):
         layout = load_layout(layout)
-    arms = list(dict.fromkeys(arms))
-    bad = [a for a in arms if a not in ARMS]
+    removals = arm_removals(layout, tuple(remove))
+    arms = list(dict.fromkeys([*arms, *(["partial"] if remove else [])]))
+    bad = [a for a in arms if a not in removals]
     if bad or not arms:
-        raise CopyprofError(f"unknown arm(s) {bad or arms}: use baseline and/or candidate")
+        raise CopyprofError(f"unknown arm(s) {bad or arms}: use baseline, candidate, or --remove KIND,... for partial")
+    arms = [a for a in removals if a in arms]  # baseline, candidate, partial order
     if steps < 1:
         raise CopyprofError("steps must be >= 1")
     torch = _torch()
@@ -218,33 +226,17 @@ def run_replica(layout: ModelLayout | str, *, tp: int, concurrency: int, device:
     use_graph = bool(graph) and dev.type == "cuda"
     graph_mode = "cuda-graph" if use_graph else "eager"
     shapes = RankShapes.from_layout(layout, tp=tp, tokens=concurrency, context=context or DEFAULT_CONTEXT)
-    do_timing = timing_blocks > 0 and timing_replays > 0 and set(arms) == set(ARMS)
+    do_timing = timing_blocks > 0 and timing_replays > 0 and "baseline" in arms and len(arms) > 1
     label = label or f"replica-{layout.name}-tp{tp}-c{concurrency}-{graph_mode}"
 
     dirs = {arm: new_run_dir(out, f"{label}-{arm}") for arm in arms}
-    kda, mla = len(layout.kda_layers), len(layout.mla_layers)
-    common: dict[str, Any] = {
-        "copyprof_version": __version__, "engine": "replica", "status": STATUS_STARTING,
-        "command": list(command if command is not None else sys.argv),
-        "model": {"name": layout.name, "hf_id": layout.hf_id, "layers": layout.layers, "hidden": layout.hidden,
-                  "mla_layers": mla, "kda_layers": kda, "layer_kinds": "".join(k[0].upper() for k in layout.layer_kinds)},
-        "tp": tp, "rank": 0, "concurrency": concurrency, "steps": steps, "graph_mode": graph_mode,
-        "device": device_info(torch, dev), "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
-        "host": socket.gethostname(), "python": platform.python_version(), "started": utc_now_iso(), "finished": None,
-        "annotation": step_annotation(concurrency), "rank_shapes": shapes.to_json(), "seed": seed,
-        "profiler": {"activities": ["CPU"] + (["CUDA"] if dev.type == "cuda" else []), "with_stack": False,
-                     "record_shapes": record_shapes},
-        "expected_copies_per_step": {
-            "post_proj": {"bytes": layout.post_proj_bytes(concurrency), "baseline": layout.layers, "candidate": 0},
-            "kda_placement": {"bytes": concurrency * shapes.kda_width * 2, "baseline": kda, "candidate": kda},
-        },
-        "files": [],
-    }
-    if dev.type == "cpu":
-        common["note"] = CPU_TIMING_NOTE
+    common = _run_record(layout, shapes, removals, tp=tp, concurrency=concurrency, steps=steps, graph_mode=graph_mode,
+                         device=device_info(torch, dev), torch=torch, seed=seed, record_shapes=record_shapes,
+                         with_stack=with_stack, command=command)
     for arm, d in dirs.items():
-        pair = [other.name for a, other in dirs.items() if a != arm]
-        write_run_json(d, {**common, "arm": arm, "pair": pair[0] if pair else None})
+        others = [other.name for a, other in dirs.items() if a != arm]
+        write_run_json(d, {**common, "arm": arm, "removed_kinds": sorted(removals[arm]),
+                           "pair": others[0] if len(others) == 1 else None, "arms": {a: x.name for a, x in dirs.items()}})
     try:
         log(f"replica: {layout.name} tp{tp} N={concurrency} {graph_mode} on {common['device']['name']}; "
             f"arms {', '.join(arms)} -> {', '.join(str(d) for d in dirs.values())}")
@@ -255,21 +247,21 @@ def run_replica(layout: ModelLayout | str, *, tp: int, concurrency: int, device:
         with torch.inference_mode():
             model = ReplicaModel(layout, shapes, dev, seed=seed)
             update = {"replica_bytes": weight_bytes(model)}
-            runners = {arm: _Arm(torch, model, arm, use_graph, warmup) for arm in
-                       (ARMS if do_timing else arms)}
+            runners = {arm: _Arm(torch, model, removals[arm], use_graph, warmup) for arm in arms}
             if do_timing:
                 timing = interleaved_timing(torch, runners, timing_blocks, timing_replays, dev.type == "cuda")
                 timing.update({"device": common["device"], "torch_version": torch.__version__,
                                "cuda_version": torch.version.cuda, "graph_mode": graph_mode, "unit": "ms/step",
                                "timer": "torch.cuda.Event" if dev.type == "cuda" else "time.perf_counter_ns",
                                "model": layout.name, "tp": tp, "concurrency": concurrency,
+                               "removed_kinds": {a: sorted(removals[a]) for a in arms},
                                "run_dirs": {a: d.name for a, d in dirs.items()}, "finished": utc_now_iso()})
                 for d in dirs.values():
                     with open(d / TIMING_JSON, "w", encoding="utf-8") as fh:
                         json.dump(timing, fh, indent=1)
                 log(_summarise(timing, layout, dev.type))
             for arm, d in dirs.items():
-                trace = _profile_arm(torch, model, runners[arm], d, steps, record_shapes)
+                trace = _profile_arm(torch, model, runners[arm], d, steps, record_shapes, with_stack)
                 files = [trace.name] + ([TIMING_JSON] if do_timing else [])
                 update_run_json(d, **update, files=files)
                 log(f"replica: {arm}: {steps} steps -> {trace}")
@@ -286,41 +278,35 @@ def run_replica(layout: ModelLayout | str, *, tp: int, concurrency: int, device:
     return [dirs[a] for a in arms]
 
 
-def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m copyprof.capture.replica", description=__doc__.split("\n")[0])
-    p.add_argument("--model", required=True, help="preset (kimi-k3, kimi-linear-48b-a3b) or config.json path")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size; the replica runs rank 0's shapes")
-    p.add_argument("--concurrency", type=int, required=True, help="tokens per decode step (N)")
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--arm", default="both", choices=["both", "baseline", "candidate"])
-    p.add_argument("--steps", type=int, default=32, help="profiled decode steps per arm")
-    p.add_argument("--eager", action="store_true", help="no CUDA graph (always so on CPU)")
-    p.add_argument("--context", type=int, default=None, help="MLA KV-cache tokens per request (default 4096)")
-    p.add_argument("--timing-blocks", type=int, default=40, help="interleaved A/B blocks (0: no timing)")
-    p.add_argument("--timing-replays", type=int, default=50, help="steps per timing block")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="traces")
-    p.add_argument("--label", default=None)
-    return p.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse(argv)
-    arms = ("baseline", "candidate") if args.arm == "both" else (args.arm,)
-    command = ["python", "-m", "copyprof.capture.replica", *(sys.argv[1:] if argv is None else argv)]
-    try:
-        dirs = run_replica(args.model, tp=args.tp, concurrency=args.concurrency, device=args.device, arms=arms,
-                           steps=args.steps, graph=not args.eager, timing_blocks=args.timing_blocks,
-                           timing_replays=args.timing_replays, out=args.out, label=args.label,
-                           context=args.context, warmup=args.warmup, seed=args.seed, command=command)
-    except CopyprofError as exc:
-        print(f"copyprof: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    for d in dirs:
-        print(d)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def _run_record(layout: ModelLayout, shapes: Any, removals: dict[str, frozenset[str]], *, tp: int, concurrency: int,
+                steps: int, graph_mode: str, device: dict[str, Any], torch: Any, seed: int, record_shapes: bool,
+                with_stack: bool, command: Sequence[str] | None) -> dict[str, Any]:
+    """What every arm's run.json says about the capture, including the copies each arm must show."""
+    kinds = layout.kinds
+    expected: dict[str, Any] = {
+        "post_proj": {"bytes": layout.post_proj_bytes(concurrency),
+                      **{arm: {k: n for k, n in kinds.items() if k not in removed
+                               and layout.mechanism_of(k) != "mlp-only"} for arm, removed in removals.items()}},
+    }
+    for kind, n in kinds.items():
+        nbytes = shapes.placement_bytes(layout.mechanism_of(kind))
+        if nbytes:
+            expected[f"{kind}_placement"] = {"bytes": nbytes, "per_step": n, "arms": "all"}
+    record: dict[str, Any] = {
+        "copyprof_version": __version__, "engine": "replica", "status": STATUS_STARTING,
+        "command": list(command if command is not None else sys.argv),
+        "model": {"name": layout.name, "hf_id": layout.hf_id, "layers": layout.layers, "hidden": layout.hidden,
+                  "kinds": kinds, "layer_kinds": layout.kind_sequence(), "source": layout.source},
+        "tp": tp, "rank": 0, "concurrency": concurrency, "steps": steps, "graph_mode": graph_mode,
+        "device": device, "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
+        "host": socket.gethostname(), "python": platform.python_version(), "started": utc_now_iso(), "finished": None,
+        "annotation": step_annotation(concurrency), "rank_shapes": shapes.to_json(), "seed": seed,
+        "profiler": {"activities": ["CPU"] + (["CUDA"] if device["type"] == "cuda" else []), "with_stack": with_stack,
+                     "record_shapes": record_shapes},
+        "expected_copies_per_step": expected, "files": [],
+    }
+    if {"mla", "kda"} & set(kinds):  # Kimi run records as before
+        record["model"].update(mla_layers=len(layout.mla_layers), kda_layers=len(layout.kda_layers))
+    if device["type"] == "cpu":
+        record["note"] = CPU_TIMING_NOTE
+    return record

@@ -110,6 +110,8 @@ def _python(path: str | None) -> str:
 @click.option("--seed", type=int, default=0, help="Seed of the token-ID prompts.")
 @click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", help="[replica] device.")
 @click.option("--arm", type=click.Choice(["baseline", "candidate", "both"]), default="both", help="[replica] arm(s).")
+@click.option("--remove", "remove", default="", help="[replica] KIND[,KIND]: add a partial arm without those kinds' copies.")
+@click.option("--record-shapes", is_flag=True, help="[replica] record op input shapes (with --with-stack: copy sources).")
 @click.option("--eager", is_flag=True, help="[replica] no CUDA graph.")
 @click.option("--timing-blocks", type=int, default=40, help="[replica] interleaved A/B timing blocks (0: none).")
 @click.option("--timing-replays", type=int, default=50, help="[replica] steps per timing block.")
@@ -118,7 +120,8 @@ def run_cmd(model: str, engine: str, tp: int, concurrency: int, prefix_len: int,
             profiler: str, label: str | None, out: str, dummy: bool, python_a: str | None, python_b: str | None,
             label_b: str | None, repeat: int, interleave: bool, decode_tokens: int | None, with_stack: bool,
             rocprof_formats: tuple[str, ...], boot_timeout: float, timeout: float, seed: int, device: str, arm: str,
-            eager: bool, timing_blocks: int, timing_replays: int, vllm_args: tuple[str, ...]) -> None:
+            eager: bool, timing_blocks: int, timing_replays: int, remove: str, record_shapes: bool,
+            vllm_args: tuple[str, ...]) -> None:
     """Capture a fixed-cohort, pure-decode profile window into a new run directory.
 
     Starts vLLM's OpenAI server (own process group, loopback port), warms the prefix cache,
@@ -127,7 +130,8 @@ def run_cmd(model: str, engine: str, tp: int, concurrency: int, prefix_len: int,
     """
     if engine == "replica":
         _run_replica(model, tp, concurrency, device, arm, steps, eager, timing_blocks, timing_replays, out, label,
-                     vllm_args)
+                     vllm_args, remove=tuple(k.strip() for k in remove.split(",") if k.strip()),
+                     record_shapes=record_shapes, with_stack=with_stack)
         return
     from copyprof.capture.vllm_command import RunSpec
     from copyprof.capture.vllm_plan import Arm, resolve_model, schedule
@@ -182,15 +186,16 @@ def run_cmd(model: str, engine: str, tp: int, concurrency: int, prefix_len: int,
 
 def _run_replica(model: str, tp: int, concurrency: int, device: str, arm: str, steps: int, eager: bool,
                  timing_blocks: int, timing_replays: int, out: str, label: str | None,
-                 vllm_args: tuple[str, ...]) -> None:
+                 vllm_args: tuple[str, ...], *, remove: tuple[str, ...], record_shapes: bool, with_stack: bool) -> None:
     """``--engine replica``: copyprof's own decode-step replica (no vLLM), see copyprof.capture.replica."""
     if vllm_args:
         raise CopyprofError("extra vLLM arguments after '--' make no sense with --engine replica")
     from copyprof.capture.replica import run_replica
 
     arms = ("baseline", "candidate") if arm == "both" else (arm,)
-    dirs = run_replica(model, tp=tp, concurrency=concurrency, device=device, arms=arms, steps=steps,
+    dirs = run_replica(model, tp=tp, concurrency=concurrency, device=device, arms=arms, remove=remove, steps=steps,
                        graph=not eager, timing_blocks=timing_blocks, timing_replays=timing_replays, out=out,
+                       record_shapes=record_shapes, with_stack=with_stack,
                        label=_label(label) if label else None, command=list(sys.argv),
                        log=lambda msg: click.echo(f"copyprof: {msg}", err=True))
     for d in dirs:

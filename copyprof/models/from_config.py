@@ -85,6 +85,8 @@ def layout_from_config(config: dict[str, Any], *, name: str, source: str = "conf
                                         "moe_shared_expert_intermediate_size"),
         dense_intermediate=_int(text, "intermediate_size"),
         dense_layers=_dense_layers(text, n),
+        vocab=_int(text, "vocab_size") or _int(config, "vocab_size"),
+        sliding_window=_int(text, "sliding_window"),
     )
 
 

@@ -57,6 +57,8 @@ class ModelLayout:
     shared_expert_intermediate: int = 0
     dense_intermediate: int = 0
     dense_layers: tuple[int, ...] = ()
+    vocab: int = 0
+    sliding_window: int = 0
     source: str = "preset"
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 

@@ -69,19 +69,20 @@ PUBLISHED: dict[str, tuple[str, dict[str, Any]]] = {
         "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
         "intermediate_size": 5120, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
         "num_experts": 512, "num_experts_per_tok": 10, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "vocab_size": 151936,
     }),
     "deepseek-v3": ("deepseek-ai/DeepSeek-V3", {
         "model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61,
         "hidden_size": 7168, "torch_dtype": "bfloat16", "num_attention_heads": 128, "num_key_value_heads": 128,
         "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
         "v_head_dim": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048, "n_routed_experts": 256,
-        "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
+        "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3, "vocab_size": 129280,
     }),
     "gpt-oss-20b": ("openai/gpt-oss-20b", {
         "model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"], "num_hidden_layers": 24,
         "hidden_size": 2880, "torch_dtype": "bfloat16", "num_attention_heads": 64, "num_key_value_heads": 8,
         "head_dim": 64, "intermediate_size": 2880, "num_local_experts": 32, "num_experts_per_tok": 4,
-        "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 12,
+        "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 12, "vocab_size": 201088,
     }),
 }
 
