@@ -270,7 +270,7 @@ def test_whole_report_is_the_same_with_the_scanner_off():
     # End to end, in fresh processes as a user runs them: an A/B pair of our H200 captures and
     # the MI300X roctracer sample (string args), with the scanner (default) and without it
     # (COPYPROF_NATIVE=0: every chunk through the Python path) give byte-identical JSON.
-    runs = sorted((REPO / "traces").glob("replica-kimi-k3-tp8-c16-cuda-graph-*"))
+    runs = sorted((REPO / "traces").glob("replica-kimi-k3-tp8-c16-cuda-graph-*-20261130T*"))
     sample = REPO.parent / "shared" / "sample_traces" / "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz"
     cases = [[str(p) for p in runs] + ["--model", "kimi-k3"]]
     if sample.is_file():

@@ -23,7 +23,7 @@ from tests.synth.kimi import C16, write_kineto
 from tests.synth.published import GPT_OSS_20B_KINDS, K3_KINDS
 
 TRACES = REPO / "traces"
-K3_BASE = next(TRACES.glob("replica-kimi-k3-tp8-c16-cuda-graph-baseline-*"))
+K3_BASE = next(TRACES.glob("replica-kimi-k3-tp8-c16-cuda-graph-baseline-20261130T*"))
 K3_CAND = next(TRACES.glob("replica-kimi-k3-tp8-c16-cuda-graph-candidate-*"))
 
 
