@@ -26,6 +26,7 @@ from copyprof.analysis.census_order import order_attribution
 from copyprof.analysis.copy_sites import OTHER, POST, UNPLACED, NameRoles, place_copies
 from copyprof.analysis.layer_map import LayerMap, map_layers
 from copyprof.analysis.results import Attribution
+from copyprof.analysis.sources import NO_STACKS, copy_sources
 from copyprof.analysis.step_ops import StepOps, step_ops
 from copyprof.analysis.steps import Steps
 from copyprof.events import BYTES_SOURCES
@@ -33,7 +34,8 @@ from copyprof.models import PRESETS, ModelLayout
 from copyprof.taxonomy.copies import bytes_match
 
 COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "role", "kind",
-                "layer", "slot", "next_kernel", "prev_kernel"]
+                "layer", "slot", "next_kernel", "prev_kernel", "row"]
+SOURCE_COLUMNS = ["source", "stack", "why"]  # analysis/sources.py: the code that issued each copy
 UNATTRIBUTED = "post-proj"  # site of a post-projection copy whose layer is unknown
 
 
@@ -50,10 +52,11 @@ class Census:
     kinds: tuple[str, ...] = ()
     attribution: Attribution = field(default_factory=Attribution)
     notes: list[str] = field(default_factory=list)
+    layers: pd.DataFrame | None = None  # with keep_layers: step, layer (1-indexed), kind, start_ns, end_ns
 
 
 def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, *,
-                cus: int | None = None, all_steps: bool = False) -> Census:
+                cus: int | None = None, all_steps: bool = False, keep_layers: bool = False) -> Census:
     table = steps.table if all_steps else steps.decode
     ops = step_ops(events, steps, table["step"].to_numpy(), cus, per_op=layout is not None)
     tokens = _tokens(table, ops, layout)
@@ -81,10 +84,13 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     for k in range(len(step_ids)):
         pos[copy_bounds[k]:copy_bounds[k + 1]] = np.arange(copy_bounds[k + 1] - copy_bounds[k])
     copies = _copies_frame(ops, pos, c_bytes, c_src, role, layer, slot, layout)
+    _add_sources(copies, events, ops)
     ps = pd.DataFrame(per_step)
     if not ps.empty:
         ps = ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left")
     census = Census(copies=copies, per_step=ps, kinds=kinds)
+    if keep_layers and layout is not None:
+        census.layers = _layer_spans(events, ops, op_bounds, maps, layout)
     census.attribution = summarise_attribution(verdicts, layout, list(maps.values()), anchors)
     if layout is None:
         census.notes.append("attribution to layers needs a model layout (--model)")
@@ -183,8 +189,44 @@ def _copies_frame(ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.nda
         "start_ns": ops.c_start, "dur_ns": ops.c_dur, "gap_ns": ops.c_gap,
         "site": _sites(role, layer, layout), "role": role.astype(object), "kind": kind,
         "layer": layer + 1, "slot": slot, "next_kernel": ops.c_next, "prev_kernel": ops.c_prev,
+        "row": ops.c_row if ops.c_row is not None else np.full(len(role), -1),
     })
     return frame[COPY_COLUMNS]
+
+
+def _layer_spans(events: pd.DataFrame, ops: StepOps, op_bounds: np.ndarray, maps: dict[int, LayerMap],
+                 layout: ModelLayout) -> pd.DataFrame:
+    """Each counted step's layers on the GPU timeline: first op start to last op end."""
+    assert ops.o_row is not None
+    start = events["start_ns"].to_numpy()[ops.o_row]
+    end = start + events["dur_ns"].to_numpy()[ops.o_row]
+    parts = []
+    for k, lm in maps.items():
+        if lm.status != "ok":
+            continue
+        o0 = int(op_bounds[k])
+        lo = o0 + lm.starts
+        hi = o0 + np.append(lm.starts[1:], lm.end)
+        keep = hi > lo
+        parts.append(pd.DataFrame({
+            "step": int(ops.step_ids[k]), "layer": np.arange(1, lm.layers + 1)[keep],
+            "kind": np.asarray(layout.layer_kinds, dtype=object)[keep],
+            "start_ns": [int(start[a:b].min()) for a, b in zip(lo[keep].tolist(), hi[keep].tolist())],
+            "end_ns": [int(end[a:b].max()) for a, b in zip(lo[keep].tolist(), hi[keep].tolist())]}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["step", "layer", "kind", "start_ns", "end_ns"])
+
+
+def _add_sources(copies: pd.DataFrame, events: pd.DataFrame, ops: StepOps) -> None:
+    """The issuing code of every copy, where the trace has Python stacks (else none, and why)."""
+    if len(copies) and ops.c_row is not None and (events["kind"] == "python").any():
+        found = copy_sources(events, ops.c_row)
+        copies["source"] = pd.Series(found.source, index=copies.index, dtype=object)
+        copies["stack"] = pd.Series([tuple(x) for x in found.stack], index=copies.index, dtype=object)
+        copies["why"] = pd.Series(found.why, index=copies.index, dtype=object)
+    else:
+        copies["source"] = pd.Series([None] * len(copies), index=copies.index, dtype=object)
+        copies["stack"] = pd.Series([()] * len(copies), index=copies.index, dtype=object)
+        copies["why"] = NO_STACKS
 
 
 def _tokens(table: pd.DataFrame, ops: StepOps, layout: ModelLayout | None) -> dict[int, int | None]:

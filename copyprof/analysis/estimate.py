@@ -66,7 +66,9 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
     sizeless = (cp["bytes"] < 0) | (cp["bytes_src"].astype(str) == "layout")
     neighbour = cp["next_kernel"].where(sizeless, "")
     rows = []
-    for (site, nbytes, src, nxt), g in cp.groupby(["site", "bytes", cp["bytes_src"].astype(str), neighbour], sort=False):
+    source = cp["source"].fillna("") if "source" in cp else pd.Series("", index=cp.index)
+    for (site, nbytes, src, nxt, code), g in cp.groupby(["site", "bytes", cp["bytes_src"].astype(str), neighbour,
+                                                         source], sort=False):
         us = g["dur_ns"].to_numpy(dtype=float) / 1e3
         med_us = float(np.median(us))
         gbps = nbytes / (med_us * 1e3) if nbytes > 0 and med_us > 0 else None
@@ -82,6 +84,8 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
             where=_where(site, layers, census.kinds, kinds_seen, mapped), neighbour=str(nxt),
             role=str(g["role"].iloc[0]) if g["role"].nunique() == 1 else "mixed",
             layer_kind=kinds_seen[0] if len(kinds_seen) == 1 else None,
+            source=code or None, stack=list(g["stack"].iloc[0]) if code else [],
+            source_note="" if code else str(g["why"].iloc[0]) if "why" in g else "",
         ))
     order = {**{k: i for i, k in enumerate(census.kinds)}, "post-proj": 90, "placement": 91, "allreduce-staging": 92,
              "other": 93}

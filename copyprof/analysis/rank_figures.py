@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from copyprof.analysis.census import Census, take_census
-from copyprof.analysis.results import PerStep, RankAgreement, Timeline, known
+from copyprof.analysis.results import BySource, PerStep, RankAgreement, Timeline, known
+from copyprof.analysis.sources import copy_sources
 from copyprof.analysis.steps import Steps, segment
 from copyprof.events import Trace, name_array
 from copyprof.models import ModelLayout
@@ -26,9 +27,11 @@ class RankAnalysis:
     census: Census
 
 
-def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = False) -> RankAnalysis:
+def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = False,
+                 keep_layers: bool = False) -> RankAnalysis:
     steps = segment(trace.events)
-    census = take_census(trace.events, steps, layout, cus=device_cus(trace.meta.devices), all_steps=all_steps)
+    census = take_census(trace.events, steps, layout, cus=device_cus(trace.meta.devices), all_steps=all_steps,
+                         keep_layers=keep_layers)
     return RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census)
 
 
@@ -92,6 +95,27 @@ def _host_copies_by_name(ra: RankAnalysis) -> dict[str, int] | None:
     frame = pd.DataFrame({"step": ra.steps.step_of[mask], "name": name_array(ev)[mask]})
     counts = frame.groupby(["name", "step"]).size().unstack(fill_value=0).reindex(columns=steps, fill_value=0)
     return {str(name): int(np.median(row)) for name, row in counts.iterrows()}
+
+
+def host_by_source(ra: RankAnalysis) -> list[BySource]:
+    """CPU-only traces: the host ``aten::copy_`` ops of the counted steps by issuing function
+    (per step; ms are host time, the trace has no device)."""
+    ev = ra.trace.events
+    steps = list(ra.steps.decode["step"])
+    names = name_array(ev)
+    rows = np.flatnonzero((ev["kind"] == "cpu_op").to_numpy() & (names == "aten::copy_")
+                          & np.isin(ra.steps.step_of, steps))
+    if not steps or not len(rows) or not (ev["kind"] == "python").any():
+        return []
+    found = copy_sources(ev, rows)
+    frame = pd.DataFrame({"source": pd.Series(found.source, dtype=object), "stack": [tuple(x) for x in found.stack],
+                          "why": found.why, "dur_ns": ev["dur_ns"].to_numpy()[rows]})
+    out = []
+    for source, g in frame.groupby(frame["source"].fillna(""), sort=False):
+        out.append(BySource(source=source or None, stack=list(g["stack"].iloc[0]), per_step=len(g) / len(steps),
+                            ms_per_step=float(g["dur_ns"].sum()) / 1e6 / len(steps), sites=["host aten::copy_"],
+                            layer_kinds=[], layers=0, bytes=[], note="" if source else str(g["why"].iloc[0])))
+    return sorted(out, key=lambda b: (b.source is None, -b.per_step))
 
 
 def step_series(ra: RankAnalysis) -> dict[str, list[float | None]]:

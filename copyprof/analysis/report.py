@@ -15,13 +15,15 @@ from copyprof.analysis.estimate import copy_speed, estimate
 from copyprof.analysis.rank_figures import (
     RankAnalysis,
     analyze_rank,
+    host_by_source,
     per_step_medians,
     rank_agreement,
     step_series,
     timeline,
 )
 from copyprof.analysis.replica_timing import load_timing, timing_summary
-from copyprof.analysis.results import Layout, RunReport, StepsInfo
+from copyprof.analysis.results import Layout, RunReport, SourceEntry, StepsInfo
+from copyprof.analysis.source_map import apply_sources, by_source, source_entries
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace
 from copyprof.models import ModelLayout
@@ -31,7 +33,10 @@ __all__ = ["RankAnalysis", "analyze_rank", "analyze_run"]
 
 
 def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, rank: int | None = None,
-                all_steps: bool = False) -> RunReport:
+                all_steps: bool = False, sources: list[SourceEntry] | None = None,
+                sources_origin: str = "") -> RunReport:
+    """The run's report. ``sources``: an eager capture's copy sources (its ``source_entries``)
+    to carry onto this run's copies that have none (a graph replay), from ``sources_origin``."""
     rank_traces = [t for t in traces if t.meta.role == "rank"]
     if not rank_traces:
         raise CopyprofError("no per-rank trace found (only the vLLM API-process trace?)", path=path)
@@ -43,6 +48,7 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         raise CopyprofError(f"rank {head_rank} is not in this run (ranks: {ranks})", path=path)
     head = heads[0]
     meta = head.trace.meta
+    match = apply_sources(head.census.copies, sources, sources_origin) if sources is not None else None
     decode_n = len(head.census.per_step) if not head.census.per_step.empty else len(head.steps.decode)
     peak = peak_gbps(meta.devices)
     report = RunReport(
@@ -62,6 +68,8 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         metadata=_run_metadata(path, meta.metadata),
         step_series=step_series(head),
         timeline=timeline(head),
+        by_source=by_source(head.census.copies) if head.steps.device >= 0 else host_by_source(head),
+        source_entries=source_entries(head.census.copies), source_match=match,
     )
     if decode_n == 0:
         report.notes.append("no pure-decode steps found: figures are empty (try --all-steps)")

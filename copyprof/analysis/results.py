@@ -84,6 +84,9 @@ class Site(Struct):
     neighbour: str
     role: str = "other"
     layer_kind: str | None = None
+    source: str | None = None  # the issuing Python frame (analysis/sources.py), or None
+    stack: list[str] = []  # that frame and its callers, innermost first
+    source_note: str = ""  # why there is no source
 
 
 class Attribution(Struct):
@@ -101,6 +104,42 @@ class Attribution(Struct):
     anchored: int = 0
     anchors_agree: int = 0
     size_disagree: int = 0
+
+
+class SourceEntry(Struct):
+    """One copy place of an eager capture and the code that issued it (analysis/source_map.py)."""
+
+    layer: int
+    kind: str
+    role: str
+    ordinal: int
+    bytes: int
+    source: str
+    stack: list[str] = []
+
+
+class SourceMatch(Struct):
+    """How many of a graph run's copies took an eager capture's sources, per step."""
+
+    origin: str
+    matched_per_step: float
+    copies_per_step: float
+    rate: float | None
+    key: str
+
+
+class BySource(Struct):
+    """The census of one issuing function across layers (``report --by-source``)."""
+
+    source: str | None
+    stack: list[str]
+    per_step: float
+    ms_per_step: float
+    sites: list[str]
+    layer_kinds: list[str]
+    layers: int
+    bytes: list[int]
+    note: str = ""
 
 
 class RankAgreement(Struct):
@@ -158,11 +197,14 @@ class RunReport(Struct):
     step_series: dict[str, list[float | None]] = {}
     timeline: Timeline | None = None
     timing_in_comparison: bool = False
+    by_source: list[BySource] = []
+    source_entries: list[SourceEntry] = []
+    source_match: SourceMatch | None = None
 
 
 JSON_RUN_KEYS = ("path", "format", "flavour", "ranks", "layout", "steps", "per_step", "estimate", "headline_rank",
                  "device", "peak_gbps", "sites", "attribution", "notes", "rank_agreement", "by_rank", "timing",
-                 "warnings")
+                 "warnings", "by_source", "source_match")
 
 
 class SiteChange(Struct):
@@ -212,7 +254,7 @@ def known(x: float | None) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def encode(obj: Struct) -> bytes:
+def encode(obj: Struct | list[Struct]) -> bytes:
     return msgspec.json.encode(obj)
 
 

@@ -68,6 +68,8 @@ class RunSpec:
     profiler: str = "torch"
     dummy: bool = False
     with_stack: bool = False
+    record_shapes: bool = False
+    enforce_eager: bool = False  # the eager companion of a graph run: no graphs, each copy with its stack
     rocprof_formats: tuple[str, ...] = ("csv",)
     extra_args: tuple[str, ...] = ()
 
@@ -134,6 +136,8 @@ def _torch_profiler_config(spec: RunSpec, trace_dir: Path, info: VllmInfo) -> tu
     cfg: dict[str, Any] = {"profiler": "torch", "torch_profiler_dir": str(trace_dir)}
     if _has(known, "torch_profiler_with_stack"):
         cfg["torch_profiler_with_stack"] = spec.with_stack
+    if spec.record_shapes and _has(known, "torch_profiler_record_shapes"):
+        cfg["torch_profiler_record_shapes"] = True  # aten::copy_'s Input Dims / types (config/profiler.py)
     if _has(known, "ignore_frontend"):
         cfg["ignore_frontend"] = True  # the frontend trace spans the whole run; max_iterations can't bound it
     limit = _has(known, "max_iterations")
@@ -184,7 +188,9 @@ def vllm_args(spec: RunSpec, info: VllmInfo, port: int) -> list[str]:
             "--max-num-seqs", str(n),
             "--max-model-len", str(spec.max_model_len),
             "--enable-prefix-caching"]
-    if not any(a.split("=", 1)[0] in _GRAPH_FLAGS for a in spec.extra_args):
+    if spec.enforce_eager:
+        args += ["--enforce-eager"]  # EngineArgs.enforce_eager: no CUDA/HIP graphs, every launch eager
+    elif not any(a.split("=", 1)[0] in _GRAPH_FLAGS for a in spec.extra_args):
         version = parse_version(info.vllm_version)
         if version is not None and version >= CAPTURE_SIZES_FLAG_SINCE:
             args += ["--cudagraph-capture-sizes", str(n)]

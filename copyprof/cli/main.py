@@ -21,7 +21,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def _register_commands() -> None:
     # Imported for their @cli.command side effect; one module per command.
-    from copyprof.cli import inspect_cmd, report_cmd  # noqa: F401
+    from copyprof.cli import annotate_cmd, inspect_cmd, report_cmd  # noqa: F401
     from copyprof.cli import run_cmd  # noqa: F401
 
 

@@ -5,7 +5,7 @@ import os
 import click
 
 from copyprof.cli.main import cli
-from copyprof.analysis.results import RunReport
+from copyprof.analysis.results import RunReport, encode
 from copyprof.errors import CopyprofError
 from copyprof.load import discover
 from copyprof.models import ModelLayout, load_layout
@@ -16,20 +16,24 @@ from copyprof.result_cache import load_result, result_key, store_result
 
 
 def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps: bool, jobs: int | None,
-              cache: bool) -> RunReport:
+              cache: bool, lend: RunReport | None = None) -> RunReport:
+    """One run's report (from the result cache when nothing changed). ``lend``: an eager run
+    whose copy sources are carried onto this one's (it keys the cache entry too)."""
     sources = discover([path])
-    options = {"layout": layout, "rank": rank, "all_steps": all_steps}
+    options: dict[str, object] = {"layout": layout, "rank": rank, "all_steps": all_steps}
+    if lend is not None:
+        options["sources"] = [lend.path, encode(lend.source_entries).decode()]
     key = result_key(path, [s.paths for s in sources], options) if cache else None
     result = load_result(key)
     if result is None:
-        result = _analyze(path, sources, layout, rank, all_steps, jobs, cache)
+        result = _analyze(path, sources, layout, rank, all_steps, jobs, cache, lend)
         if key is not None and result_key(path, [s.paths for s in sources], options) == key:
             store_result(key, result)  # not when a file changed while it was read (a live capture)
     return result
 
 
 def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | None, all_steps: bool,
-             jobs: int | None, cache: bool) -> RunReport:
+             jobs: int | None, cache: bool, lend: RunReport | None = None) -> RunReport:
     from copyprof.cache import wait_for_writes
     from copyprof.cli.reading import read_traces
 
@@ -39,7 +43,9 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
         # worker processes, pandas is imported on a thread (copyprof/pandas_import.py).
         from copyprof.analysis.report import analyze_run
 
-        return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps)
+        return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps,
+                           sources=lend.source_entries if lend is not None else None,
+                           sources_origin=lend.path if lend is not None else "")
     finally:
         wait_for_writes()
 
@@ -49,6 +55,10 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
 @click.option("--model", "model", help="Model layout: a preset (see `copyprof models`), a config.json or a model directory.")
 @click.option("--rank", type=int, default=None, help="Rank whose figures head the report (default: the lowest, normally 0).")
 @click.option("--by-rank", is_flag=True, help="Show every rank's per-step figures.")
+@click.option("--by-source", is_flag=True, help="Group the census by the code (Python frame) that issued each copy.")
+@click.option("--sources", "sources_run", type=click.Path(),
+              help="An eager capture with stacks of the same model and workload: its copy sources are carried "
+                   "onto the runs' copies that have none (graph replay), by their place in the layers.")
 @click.option("--all-steps", is_flag=True, help="Count every step, not only pure-decode ones.")
 @click.option("--labels", help="Comma-separated names for the runs (default: baseline,candidate or the paths).")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table", show_default=True)
@@ -56,8 +66,9 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Processes that decode trace chunks (default: the available cores).")
 @click.option("--no-cache", is_flag=True, help="Read the traces even if parsed tables are cached (and cache nothing).")
-def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_rank: bool, all_steps: bool,
-               labels: str | None, fmt: str, plot_path: str | None, jobs: int | None, no_cache: bool) -> None:
+def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_rank: bool, by_source: bool,
+               sources_run: str | None, all_steps: bool, labels: str | None, fmt: str, plot_path: str | None,
+               jobs: int | None, no_cache: bool) -> None:
     """Census of device-to-device copies per decode step, MLA/KDA attribution and removable cost.
 
     RUNS is one run (a run directory, a vLLM profile directory or trace files), or a baseline
@@ -68,7 +79,13 @@ def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_ra
         raise CopyprofError("report takes one run, or a baseline and a candidate")
     layout = load_layout(model) if model else None
     names = _labels(labels, runs)
-    results = [_load_run(r, layout, rank, all_steps, jobs, not no_cache) for r in runs]
+    lend = None
+    if sources_run:
+        lend = _load_run(sources_run, layout, rank, all_steps, jobs, not no_cache)
+        if not lend.source_entries:
+            raise CopyprofError("has no copy with a Python source: capture it eagerly with stacks "
+                                "(copyprof run --with-stack, vLLM --enforce-eager)", path=sources_run)
+    results = [_load_run(r, layout, rank, all_steps, jobs, not no_cache, lend) for r in runs]
     comparison = None
     extra_tables, extra_md = [], []
     if len(results) == 2:
@@ -89,13 +106,14 @@ def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_ra
     if fmt == "json":
         click.echo(render_json(results, comparison))
     elif fmt == "markdown":
-        click.echo(render_markdown(results, labels=names, by_rank=by_rank, extra=extra_md), nl=False)
+        click.echo(render_markdown(results, labels=names, by_rank=by_rank, extra=extra_md, by_source=by_source), nl=False)
     elif fmt == "csv":
-        click.echo(render_csv(results, labels=names, by_rank=by_rank), nl=False)
+        click.echo(render_csv(results, labels=names, by_rank=by_rank, by_source=by_source), nl=False)
     else:
         from rich.console import Console
 
-        render_terminal(results, Console(), labels=names, by_rank=by_rank, extra_tables=extra_tables)
+        render_terminal(results, Console(), labels=names, by_rank=by_rank, extra_tables=extra_tables,
+                        by_source=by_source)
 
 
 def _labels(labels: str | None, runs: tuple[str, ...]) -> list[str]:

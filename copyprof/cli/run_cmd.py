@@ -103,6 +103,9 @@ def _python(path: str | None) -> str:
 @click.option("--decode-tokens", type=int, default=None,
               help="Tokens per request (min = max, ignore_eos). Default: 2*steps + 256; streams are cancelled after the window.")
 @click.option("--with-stack/--no-with-stack", default=False, help="torch profiler Python stacks (costly; for eager attribution).")
+@click.option("--enforce-eager", is_flag=True,
+              help="[vllm] the eager companion of a graph run: --enforce-eager, with stacks and shapes, so that "
+                   "`report GRAPH_RUN --sources THIS_RUN` can name each copy's code.")
 @click.option("--rocprof-format", "rocprof_formats", multiple=True, default=("csv",),
               type=click.Choice(["csv", "json", "rocpd", "pftrace", "otf2"]), help="rocprofv3 output format(s).")
 @click.option("--boot-timeout", type=float, default=1800.0, help="Seconds to wait for /health.")
@@ -119,6 +122,7 @@ def _python(path: str | None) -> str:
 def run_cmd(model: str, engine: str, tp: int, concurrency: int, prefix_len: int, suffix_len: int, steps: int,
             profiler: str, label: str | None, out: str, dummy: bool, python_a: str | None, python_b: str | None,
             label_b: str | None, repeat: int, interleave: bool, decode_tokens: int | None, with_stack: bool,
+            enforce_eager: bool,
             rocprof_formats: tuple[str, ...], boot_timeout: float, timeout: float, seed: int, device: str, arm: str,
             eager: bool, timing_blocks: int, timing_replays: int, remove: str, record_shapes: bool,
             vllm_args: tuple[str, ...]) -> None:
@@ -145,7 +149,8 @@ def run_cmd(model: str, engine: str, tp: int, concurrency: int, prefix_len: int,
         click.echo(f"copyprof: note: --dummy with {resolved.arg!r}: vLLM must find its config.json in the local "
                    "Hugging Face cache (copyprof fetches nothing)", err=True)
     spec = RunSpec(model=resolved.arg, tp=tp, concurrency=concurrency, prefix_len=prefix_len, suffix_len=suffix_len,
-                   steps=steps, decode_tokens=decode_tokens, profiler=profiler, dummy=dummy, with_stack=with_stack,
+                   steps=steps, decode_tokens=decode_tokens, profiler=profiler, dummy=dummy,
+                   with_stack=with_stack or enforce_eager, record_shapes=enforce_eager, enforce_eager=enforce_eager,
                    rocprof_formats=tuple(dict.fromkeys(rocprof_formats)), extra_args=tuple(vllm_args))
     spec.validate()
     if (label_b or interleave) and not python_b:

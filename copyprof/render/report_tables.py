@@ -49,16 +49,37 @@ def _sum(a: float | None, b: float | None) -> float | None:
 
 
 def sites_table(run: RunReport) -> TableData:
-    t = TableData("sites", "Copy sites", ["site", "bytes", "per step", "µs/copy", "ms/step", "GB/s", "bound", "where"])
+    with_source = any(s.source for s in run.sites)
+    t = TableData("sites", "Copy sites", ["site", "bytes", "per step", "µs/copy", "ms/step", "GB/s", "bound", "where",
+                                          *(["source"] if with_source else [])])
     for s in run.sites:
         size = f"≤{s.bytes:,}" if s.bytes_src == "grid-bound" else (f"{s.bytes:,}" if s.bytes >= 0 else "?")
         if s.bytes_src == "layout":
             size += " (layout)"
         gbps = "–" if s.achieved_gbps is None else f"{s.achieved_gbps:.0f}"
         t.rows.append([s.site, size, f"{s.per_step:.2f}".rstrip("0").rstrip("."), f"{s.median_us:.2f}",
-                       fmt_ms(s.ms_per_step), gbps, s.bound or "–", s.where])
+                       fmt_ms(s.ms_per_step), gbps, s.bound or "–", s.where,
+                       *([s.source or "–"] if with_source else [])])
     if run.peak_gbps:
         t.note = f"GB/s against a peak of {run.peak_gbps:.0f} GB/s; under 25 % of peak counts as launch/latency-bound"
+    return t
+
+
+def by_source_table(run: RunReport) -> TableData:
+    """The census by issuing function (``--by-source``)."""
+    t = TableData("by_source", "Copies by issuing function (source frame; callers below it in JSON)",
+                  ["source", "per step", "ms/step", "sites", "layers", "bytes"])
+    for b in run.by_source:
+        t.rows.append([b.source or f"(none: {b.note})", f"{b.per_step:.2f}".rstrip("0").rstrip("."),
+                       fmt_ms(b.ms_per_step), ", ".join(b.sites), b.layers or "–",
+                       ", ".join(f"{x:,}" for x in b.bytes) or "–"])
+    m = run.source_match
+    if m is not None:
+        rate = "–" if m.rate is None else f"{100 * m.rate:.0f} %"
+        t.note = (f"sources carried from {m.origin} by ({m.key}): {m.matched_per_step:g} of "
+                  f"{m.copies_per_step:g} copies per step matched ({rate})")
+    elif run.by_source and run.by_source[0].source is None and len(run.by_source) == 1:
+        t.note = run.by_source[0].note
     return t
 
 
@@ -104,8 +125,10 @@ def timing_table(run: RunReport) -> TableData:
     return table
 
 
-def run_tables(run: RunReport, by_rank: bool = False) -> list[TableData]:
+def run_tables(run: RunReport, by_rank: bool = False, by_source: bool = False) -> list[TableData]:
     tables = [census_table(run), sites_table(run)]
+    if by_source:
+        tables.append(by_source_table(run))
     if run.estimate:
         tables.append(estimate_table(run))
     if run.timing is not None and not run.timing_in_comparison:

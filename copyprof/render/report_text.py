@@ -43,11 +43,11 @@ def _default(o: Any) -> Any:
 
 
 def render_terminal(runs: list[RunReport], console: Console, *, labels: list[str], by_rank: bool,
-                    extra_tables: list[TableData] | None = None) -> None:
+                    extra_tables: list[TableData] | None = None, by_source: bool = False) -> None:
     for label, run in zip(labels, runs):
         console.rule(f"[bold]{label}[/bold]: {run.path}")
         console.print(" · ".join(setup_lines(run)))
-        for t in run_tables(run, by_rank):
+        for t in run_tables(run, by_rank, by_source):
             _rich_table(console, t)
         for n in run.notes:
             console.print(f"[dim]note:[/dim] {n}")
@@ -78,13 +78,13 @@ def markdown_table(t: TableData) -> str:
 
 
 def render_markdown(runs: list[RunReport], *, labels: list[str], by_rank: bool,
-                    extra: list[str] | None = None) -> str:
+                    extra: list[str] | None = None, by_source: bool = False) -> str:
     parts: list[str] = []
     for label, run in zip(labels, runs):
         title = f"### {label}" if len(runs) > 1 else "### copyprof report"
         parts.append(title)
         parts.append("**Profile setup.** " + "; ".join(setup_lines(run)) + ".")
-        parts.extend(markdown_table(t) for t in run_tables(run, by_rank))
+        parts.extend(markdown_table(t) for t in run_tables(run, by_rank, by_source))
         notes = run.notes + run.warnings
         if notes:
             parts.append("\n".join(f"- {n}" for n in notes))
@@ -92,12 +92,12 @@ def render_markdown(runs: list[RunReport], *, labels: list[str], by_rank: bool,
     return "\n\n".join(parts) + "\n"
 
 
-def render_csv(runs: list[RunReport], *, labels: list[str], by_rank: bool) -> str:
+def render_csv(runs: list[RunReport], *, labels: list[str], by_rank: bool, by_source: bool = False) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(["run", "table", "row", "column", "value"])
     for label, run in zip(labels, runs):
-        for t in run_tables(run, by_rank):
+        for t in run_tables(run, by_rank, by_source):
             for i, row in enumerate(t.rows):
                 for col, val in zip(t.columns, row):
                     w.writerow([label, t.key, i, col, val])
