@@ -93,13 +93,27 @@ def test_disk_full_for_copyprofs_own_writes(tmp_path: Path) -> None:
 def test_disk_full_before_anything_is_written(tmp_path: Path) -> None:
     run = Run(tmp_path, "", fsize=512)
     code, err = run.finish()
-    assert code == 3 and err.strip().count("\n") == 0 and "cannot write run.json" in err, err
+    # stderr: progress lines, then the error as one line (no traceback)
+    last = err.strip().splitlines()[-1]
+    assert code == 3 and last.startswith("copyprof: error:") and "cannot write run.json" in last, err
+    assert not own_traceback(err), err
     assert [p.name for p in run.run_dir().iterdir()] == []  # no server was started, nothing half-written
 
 
 # ------------------------------------------------------------------------ Ctrl-C at each phase
+def test_ctrl_c_while_probing_leaves_no_run_directory(tmp_path: Path) -> None:
+    # The probe runs before the run directory exists (a missing vLLM must leave nothing behind),
+    # so an interrupt there ends with 130 and an empty --out, not a half-made run.
+    run = Run(tmp_path, "", "--timeout", "60", probe_s=30)
+    run.wait_stage("copyprof: probing the vLLM environment")
+    time.sleep(1.0)
+    run.proc.send_signal(signal.SIGINT)
+    code, err = run.finish()
+    assert code == 130 and not own_traceback(err), err
+    assert not run.out.exists() or list(run.out.iterdir()) == []
+
+
 @pytest.mark.parametrize("stage, knobs", [
-    ("probing the vLLM environment", {"probe_s": 30}),
     ("server boot", {"boot_s": 30}),
     ("warm-up", {"warmup_s": 30}),
     ("cohort", {"first_token_s": 30}),
@@ -114,8 +128,7 @@ def test_ctrl_c(tmp_path: Path, stage: str, knobs: dict[str, float]) -> None:
     code, err = run.finish()
     assert code == 130 and not own_traceback(err), err
     data = assert_aftermath(run.run_dir(), "interrupted (Ctrl-C)", stage)
-    if stage != "probing the vLLM environment":
-        assert data["server_pgid"] and data["server_stop"] in ("SIGINT", "exited")
+    assert data["server_pgid"] and data["server_stop"] in ("SIGINT", "exited")
 
 
 def test_ctrl_c_twice_still_stops_the_server(tmp_path: Path) -> None:

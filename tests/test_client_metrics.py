@@ -24,7 +24,10 @@ def test_eight_requests_cannot_resolve_a_tenth_of_a_millisecond(tmp_path):
     rng = np.random.default_rng(7)
     base = _run_dir(tmp_path / "a", 25.53 + rng.normal(0, 0.3, 8))
     cand = _run_dir(tmp_path / "b", 25.40 + rng.normal(0, 0.3, 8))
-    out = client_comparison([base, cand], estimate_ms=0.13)
+    result = client_comparison([base, cand], estimate_ms=0.13)
+    assert result is not None
+    shift, out = result
+    assert (shift.n_baseline, shift.n_candidate) == (8, 8)
     assert out["requests"] == {"baseline": 8, "candidate": 8}
     assert out["mde_ms"] > 0.13  # noise 0.3 ms with 8 per arm: MDE ~0.45 ms
     assert out["requests_needed"] > 8

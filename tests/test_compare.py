@@ -72,10 +72,22 @@ def test_markdown_and_plot(arms):
     proc = run_cli("report", arms["base"], arms["mla"], "--model", "kimi-k3", "--format", "markdown",
                    "--labels", "main,direct-return", "--plot", str(plot), check=True)
     md = proc.stdout
-    assert "### main" in md and "### direct-return" in md and "**Profile setup.**" in md
-    assert "### A/B: main vs direct-return" in md and "**Verdict.**" in md
+    # a self-contained attachment: title, the headline in bold, setup per arm, the command, then tables
+    assert md.startswith("## copyprof: direct-return vs main\n\n**direct-return vs main: 24 MLA post-projection")
+    assert "### main" in md and "### direct-return" in md and "**Setup.**" in md
+    assert "**Command.** `copyprof report " in md and "--labels main,direct-return" in md
+    assert "### A/B: main vs direct-return" in md and "**Verdicts**" in md
     assert "| post-projection, MLA layers | 24 |" in md
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"copyprof: plot written to {plot}" in proc.stderr  # the user learns where it went
+
+
+def test_plot_into_a_missing_folder_is_a_one_line_error(arms):
+    plot = arms["dir"] / "no-such-folder" / "ab.png"
+    proc = run_cli("report", arms["base"], "--model", "kimi-k3", "--plot", str(plot))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().count("\n") == 0 and "does not exist" in proc.stderr and str(plot) in proc.stderr
+    assert not plot.parent.exists()
 
 
 def test_three_runs_is_an_error(arms):

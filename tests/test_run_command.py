@@ -183,3 +183,62 @@ def test_engine_replica_dispatches_to_run_replica(monkeypatch, tmp_path: Path) -
     assert seen["steps"] == 7 and seen["timing_blocks"] == 0 and seen["out"] == str(tmp_path)
     assert seen["label"] == "rep"
     assert res.stdout.strip().splitlines() == [str(tmp_path / "a"), str(tmp_path / "b")]
+
+
+# ---------------------------------------------------------------- lighter start (issue 16)
+def test_cpu_backend_gets_a_kv_fraction_that_fits_what_is_free(tmp_path: Path, monkeypatch) -> None:
+    """vLLM's CPU backend reserves --gpu-memory-utilization (default 0.9) of *host* memory and
+    refuses to boot when less is free; copyprof passes a fraction sized from MemAvailable."""
+    from copyprof.capture import vllm_command
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemFree:  1 kB\nMemAvailable:    6000000 kB\n")
+    assert vllm_command.cpu_kv_fraction(str(meminfo)) == pytest.approx(0.7 * 0.25)
+    meminfo.write_text("MemTotal:       24000000 kB\nMemAvailable:   24000000 kB\n")
+    assert vllm_command.cpu_kv_fraction(str(meminfo)) == vllm_command.CPU_KV_FRACTION_MAX
+    assert vllm_command.cpu_kv_fraction(str(tmp_path / "absent")) == 0.25
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    cpu = info("0.32.0", FIELDS_NEW)  # no GPU, torch built for neither CUDA nor HIP
+    cmd = build(RunSpec(model="m", tp=1), cpu, tmp_path)
+    assert 0.05 <= float(flag(cmd.argv, "--gpu-memory-utilization")) <= 0.5
+    assert any("CPU backend" in n for n in cmd.notes)
+    # the user's own choice wins, and a GPU run is left alone
+    mine = build(RunSpec(model="m", tp=1, extra_args=("--gpu-memory-utilization=0.1",)), cpu, tmp_path)
+    assert [a for a in mine.argv if a.startswith("--gpu-memory-utilization")] == ["--gpu-memory-utilization=0.1"]
+    gpu = VllmInfo(python="/p", vllm_importable=True, vllm_version="0.32.0", profiler_config_fields=FIELDS_NEW,
+                   torch_cuda="13.0", gpus=[{"name": "NVIDIA H200", "arch": "sm_90"}])
+    assert "--gpu-memory-utilization" not in build(RunSpec(model="m", tp=1), gpu, tmp_path).argv
+
+
+def test_version_notes_say_which_vllm_still_has_kimis_copies() -> None:
+    from copyprof.capture.vllm_command import version_notes
+
+    assert "#50592" in version_notes(info("0.32.0"), "kimi-k3")[0] and "<= 0.30.0" in version_notes(
+        info("0.32.0"), "kimi_k3")[0]
+    assert "predates PR #50592" in version_notes(info("0.30.0"), "kimi_linear")[0]
+    assert version_notes(info("0.32.0"), "qwen3_next") == []  # #50592 is about Kimi's layers only
+    assert version_notes(info("dev"), "kimi-k3") == []  # an unreadable version is not guessed
+
+
+def test_tp_defaults_to_the_models_serving_tp() -> None:
+    from copyprof.models.presets import PRESETS, default_tp
+
+    assert default_tp("kimi-k3")[0] == 8 and default_tp("qwen3-next-80b-a3b")[0] == 4
+    assert default_tp("./tiny-llama")[0] == 1 and default_tp("org/some-model")[0] == 1
+    assert all(default_tp(name)[1] for name in PRESETS)  # every preset says why
+
+
+def test_run_without_vllm_leaves_no_run_directory(tmp_path: Path) -> None:
+    """The probe runs before the run directory is made: this interpreter has no vLLM, so the run
+    fails in one line and --out stays empty (and --tp, not given, defaults to 1 with a note)."""
+    import sys
+
+    from tests.conftest import REPO, run_cli
+
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run_cli("run", "--model", str(REPO / "tests" / "vllm_cpu" / "tiny-llama"), "--python", sys.executable,
+                   "--out", str(out), "--dummy")
+    assert proc.returncode != 0 and "vLLM is not importable" in proc.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in proc.stderr and "note: --tp 1" in proc.stderr
+    assert list(out.iterdir()) == []

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from copyprof.analysis.replica_timing import read_run_file
-from copyprof.analysis.stats import shift_estimate
+from copyprof.analysis.stats import ShiftResult, shift_estimate
 from copyprof.analysis.verdict import verdict
 
 
@@ -29,7 +29,8 @@ def load_tpots(run_path: str) -> np.ndarray | None:
     return arr if len(arr) >= 2 else None
 
 
-def client_comparison(paths: tuple[str, ...] | list[str], estimate_ms: float) -> dict[str, Any] | None:
+def client_comparison(paths: tuple[str, ...] | list[str], estimate_ms: float) -> tuple[ShiftResult, dict[str, Any]] | None:
+    """TPOT per request of both arms: the shift and the JSON object of ``comparison.client``."""
     a, b = load_tpots(paths[0]), load_tpots(paths[1])
     if a is None or b is None:
         return None
@@ -37,7 +38,7 @@ def client_comparison(paths: tuple[str, ...] | list[str], estimate_ms: float) ->
     mde = shift.mde_ms()
     lo, hi = shift.saving_ci95_ms
     need = shift.steps_needed(estimate_ms) if estimate_ms > 0 else None
-    return {
+    return shift, {
         "metric": "tpot_ms", "requests": {"baseline": int(len(a)), "candidate": int(len(b))},
         "median_ms": shift.median_ms, "measured_ms": shift.saving_ms, "ci95_ms": [lo, hi],
         "noise_ms": shift.noise_ms, "mde_ms": mde if math.isfinite(mde) else None, "requests_needed": need,

@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from copyprof.analysis.ab_sites import removed_scope, removed_sites, scope_estimate, scope_kinds, site_changes
 from copyprof.analysis.client_metrics import client_comparison
-from copyprof.analysis.replica_timing import load_timing, timing_shift, timing_summary
+from copyprof.analysis.measures import best, estimator_note, measure_of, timing_comparison, timing_pair_shift
 from copyprof.analysis.results import Comparison, RunReport, known
+from copyprof.analysis.setup import mismatches
 from copyprof.analysis.stats import ShiftResult, shift_estimate
 from copyprof.analysis.verdict import estimator_check, verdict
 
@@ -62,47 +62,32 @@ def measure(base: RunReport, cand: RunReport, key: str = "period_ms") -> ShiftRe
     return shift_estimate(a, b, block=block)
 
 
-def _estimator_note(check: dict[str, Any] | None, with_gap: float) -> str:
-    """A sentence when the kernel + dispatch-gap estimate fits the measurement better."""
-    if not check or check["supported"] != "kernel_plus_gap":
-        return ""
-    rel = check["estimates"]["kernel_plus_gap"]["rel_error"]
-    where = "lies in the CI" if check["estimates"]["kernel_plus_gap"]["in_ci"] else "is the closer one"
-    off = f", {rel:+.1%} off the measured saving" if rel is not None else ""
-    return (f" The kernel + dispatch-gap estimate ({with_gap:.3f} ms{off}) {where}: in graph replay a "
-            "removed copy also takes its dispatch gap with it.")
-
-
-def _timing_comparison(paths: tuple[str, ...] | list[str], kernel: float, with_gap: float) -> dict[str, Any] | None:
-    """The replica's interleaved timing of this very pair, when both run dirs carry it."""
-    tb, tc = load_timing(paths[0]), load_timing(paths[1])
-    if tb is None or tc is None or tb.get("_arm") != "baseline" or tc.get("_arm") in (None, "baseline") \
-            or not np.array_equal(tb["_arms"]["baseline"], tc["_arms"]["baseline"]):
-        return None  # not arms of one timed set, or the first run is not its baseline
-    shift = timing_shift(tb, tc["_arm"])
-    out = msgspec.to_builtins(timing_summary(tb, tc["_arm"]))
-    mde = shift.mde_ms()
-    out["mde_ms"] = mde if math.isfinite(mde) else None
-    if kernel > 0:
-        out["estimator"] = estimator_check(kernel, with_gap, shift)
-        out["verdict"] = (verdict(kernel, shift, mde, shift.steps_needed(kernel), unit="blocks")
-                          + _estimator_note(out["estimator"], with_gap))
-    return out
-
-
 def compare_runs(base: RunReport, cand: RunReport, paths: tuple[str, ...] | list[str]) -> Comparison:
     scope, scope_text = removed_scope(base, cand)
     kernel, with_gap = scope_estimate(base, scope)
     shift = measure(base, cand, "period_ms")
     span = measure(base, cand, "span_ms")
+    timed = timing_pair_shift(paths)
+    client = client_comparison(paths, kernel)
     out = Comparison(
         baseline=0, candidate=1, scope=scope, scope_text=scope_text,
         estimate_ms={"kernel": kernel, "kernel_plus_gap": with_gap},
         site_changes=site_changes(base, cand), removed_sites=removed_sites(base, scope_kinds(scope, base)),
-        timing=_timing_comparison(paths, kernel, with_gap), client=client_comparison(paths, kernel),
+        timing=timing_comparison(*timed, kernel, with_gap) if timed else None,
+        client=client[1] if client else None,
+        mismatch=mismatches(base.setup, cand.setup),
     )
+    out.comparable = not out.mismatch
+    for name, s in (("replica timing", timed[0] if timed else None), ("GPU span", span),
+                    ("client TPOT", client[0] if client else None), ("step period", shift)):
+        if s is not None:
+            m = measure_of(name, s, kernel, with_gap)
+            m.verdict = _not_comparable(out) + m.verdict  # every verdict of a mismatched pair says so first
+            out.measures.append(m)
+    top = best(out.measures)
+    out.best_measure = top.name if top else None
     if shift is None:
-        out.verdict = "not measurable: each arm needs at least 2 decode steps with a period"
+        out.verdict = _not_comparable(out) + "not measurable: each arm needs at least 2 decode steps with a period"
         return out
     mde = shift.mde_ms()
     need = shift.steps_needed(kernel) if kernel > 0 else None
@@ -115,10 +100,14 @@ def compare_runs(base: RunReport, cand: RunReport, paths: tuple[str, ...] | list
     out.n_steps = {"baseline": shift.n_baseline, "candidate": shift.n_candidate}
     out.method = shift.method
     out.estimator = estimator_check(kernel, with_gap, shift) if kernel > 0 else None
-    out.verdict = verdict(kernel, shift, mde, need) + _estimator_note(out.estimator, with_gap)
+    out.verdict = _not_comparable(out) + verdict(kernel, shift, mde, need) + estimator_note(out.estimator, with_gap)
     if span is not None:
         out.gpu_span = {"measured_ms": span.saving_ms, "ci95_ms": [known(x) for x in span.saving_ci95_ms],
                         "noise_ms": {k: known(v) for k, v in span.noise_ms.items()}}
         if kernel > 0:
             out.gpu_span["estimator"] = estimator_check(kernel, with_gap, span)
     return out
+
+
+def _not_comparable(cmp: Comparison) -> str:
+    return f"not comparable ({'; '.join(cmp.mismatch)}): " if cmp.mismatch else ""

@@ -23,6 +23,7 @@ from copyprof.analysis.rank_figures import (
 )
 from copyprof.analysis.replica_timing import load_timing, timing_summary
 from copyprof.analysis.results import Layout, RunReport, SourceEntry, StepsInfo
+from copyprof.analysis.setup import run_setup
 from copyprof.analysis.source_map import apply_sources, by_source, source_entries
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace
@@ -80,6 +81,9 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     timing = load_timing(path)
     if timing is not None:
         report.timing = timing_summary(timing)
+    report.setup = run_setup(report.metadata, device=report.device, tokens=report.per_step.tokens,
+                             graph_launches=meta.graph_launches, layout_name=layout.name if layout else None,
+                             dtype_bytes=layout.dtype_bytes if layout else None)
     return report
 
 

@@ -171,6 +171,31 @@ class Timeline(Struct):
     site: list[str]
 
 
+class Setup(Struct):
+    """What was measured, as the inputs say (analysis/setup.py); None where they do not."""
+
+    engine: str | None = None
+    model: str | None = None
+    tp: int | None = None
+    world_size: int | None = None
+    concurrency: int | None = None
+    tokens_per_step: int | None = None
+    graph_mode: str | None = None
+    device: str | None = None
+    dtype_bytes: int | None = None
+    vllm_version: str | None = None
+    vllm_commit: str | None = None
+    torch_version: str | None = None
+    cuda_runtime: str | None = None
+    hip_runtime: str | None = None
+    aiter_version: str | None = None
+    profiler: str | None = None
+    captured: str | None = None
+    command: str | None = None
+    arm: str | None = None
+    copyprof_version: str | None = None
+
+
 class RunReport(Struct):
     """One run: the ``runs[i]`` object of ``report --format json`` (README) plus what the
     renderers need besides (metadata, per-step series, the timeline)."""
@@ -200,11 +225,12 @@ class RunReport(Struct):
     by_source: list[BySource] = []
     source_entries: list[SourceEntry] = []
     source_match: SourceMatch | None = None
+    setup: Setup = msgspec.field(default_factory=Setup)
 
 
 JSON_RUN_KEYS = ("path", "format", "flavour", "ranks", "layout", "steps", "per_step", "estimate", "headline_rank",
                  "device", "peak_gbps", "sites", "attribution", "notes", "rank_agreement", "by_rank", "timing",
-                 "warnings", "by_source", "source_match")
+                 "warnings", "by_source", "source_match", "setup")
 
 
 class SiteChange(Struct):
@@ -220,6 +246,23 @@ class RemovedSite(Struct):
     bytes: int
     layer_kind: str
     per_step: int
+
+
+class Measure(Struct):
+    """One measurement of an A/B's saving (baseline − candidate) on its own observations."""
+
+    name: str  # replica timing | GPU span | client TPOT | step period
+    unit: str  # what one observation is: blocks, steps, requests
+    measured_ms: float
+    ci95_ms: list[float | None]
+    mde_ms: float | None
+    n_baseline: int
+    n_candidate: int
+    key: str  # the verdict's class (analysis/verdict.py)
+    resolved: bool
+    verdict: str
+    supports: str | None = None  # the estimate it supports: kernel | kernel_plus_gap (analysis/verdict.py)
+    supported_error: float | None = None  # (that estimate - measured) / measured
 
 
 class Comparison(Struct):
@@ -244,6 +287,10 @@ class Comparison(Struct):
     verdict: str = ""
     estimator: dict[str, Any] | None = None
     gpu_span: dict[str, Any] | None = None
+    comparable: bool = True
+    mismatch: list[str] = []
+    measures: list[Measure] = []
+    best_measure: str | None = None
 
 
 def known(x: float | None) -> float | None:

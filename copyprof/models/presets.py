@@ -92,6 +92,23 @@ PRESETS: dict[str, ModelLayout] = {
 }
 
 
+SERVING_TP: dict[str, tuple[int, str]] = {
+    "kimi-k3": (8, "the TP of the Kimi-K3 PRs' runs (vllm-and-kimi.md §2.4, vLLM #50592/#50654)"),
+    "deepseek-v3": (8, "671B parameters need eight 141-192 GB GPUs"),
+    "qwen3-next-80b-a3b": (4, "80B bf16 weights (~160 GB) need more than one GPU; 4 is copyprof's H200 capture"),
+    "kimi-linear-48b-a3b": (1, "48B bf16 weights (~96 GB) fit one H200 or MI300X"),
+    "gpt-oss-20b": (1, "fits one GPU"),
+}
+"""``copyprof run``'s default ``--tp`` per preset, and why; any other model gets 1 (a config-only
+test model fails inside vLLM with a TP larger than its GPUs). Sizes are from the presets'
+configs; only Kimi-K3's TP is taken from a published run."""
+
+
+def default_tp(model: str) -> tuple[int, str]:
+    """The tensor-parallel size ``run`` uses when ``--tp`` is not given, with the reason."""
+    return SERVING_TP.get(model.lower(), (1, "not a preset with a known serving TP"))
+
+
 def load_layout(spec: str) -> ModelLayout:
     """A preset name (or its Hugging Face id), a config.json path, or a model directory."""
     key = spec.lower()

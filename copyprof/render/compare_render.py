@@ -1,12 +1,26 @@
-"""Tables and markdown for a baseline-vs-candidate comparison."""
+"""Tables of a baseline-vs-candidate comparison, with the arms named as the user named them."""
 from __future__ import annotations
 
+import math
+
 from copyprof.analysis.results import Comparison
-from copyprof.render.report_tables import TableData, fmt_ms
+from copyprof.analysis.wording import fmt_ms as significant
+from copyprof.render.report_tables import TableData
+
+
+def fmt_ms(v: float | None) -> str:
+    """Milliseconds to 3 significant digits (an A/B's effects are often microseconds)."""
+    return "–" if v is None or not math.isfinite(v) else significant(v)
+
+ESTIMATE_WORDS = {"kernel": "copy kernel time", "kernel_plus_gap": "kernel time + dispatch gap"}
 
 
 def _per(v: float) -> str:
     return f"{v:.2f}".rstrip("0").rstrip(".")
+
+
+def _ci(lo: float | None, hi: float | None) -> str:
+    return f"[{fmt_ms(lo)}, {fmt_ms(hi)}]" if lo is not None and hi is not None else "[no finite interval]"
 
 
 def changes_table(cmp: Comparison, names: list[str]) -> TableData:
@@ -21,45 +35,41 @@ def changes_table(cmp: Comparison, names: list[str]) -> TableData:
 
 
 def ab_table(cmp: Comparison, names: list[str]) -> TableData:
-    t = TableData("ab", f"A/B: saving per decode step ({names[0]} − {names[1]}; positive = {names[1]} faster)",
-                  ["quantity", "ms"])
-    est = cmp.estimate_ms
-    t.rows.append(["estimate: copy kernel time", fmt_ms(est["kernel"])])
-    t.rows.append(["estimate: kernel + dispatch gap", fmt_ms(est["kernel_plus_gap"])])
-    if cmp.measured_ms is not None and cmp.ci95_ms is not None and cmp.noise_ms is not None:
-        lo, hi = cmp.ci95_ms
-        t.rows.append(["measured: step period (Hodges–Lehmann)", f"{fmt_ms(cmp.measured_ms)} [{fmt_ms(lo)}, {fmt_ms(hi)}] 95 % CI"])
-        if cmp.gpu_span:
-            g = cmp.gpu_span
-            t.rows.append(["measured: GPU span", f"{fmt_ms(g['measured_ms'])} [{fmt_ms(g['ci95_ms'][0])}, {fmt_ms(g['ci95_ms'][1])}]"])
-        n = cmp.noise_ms
-        t.rows.append(["noise per step (MAD×1.4826)", f"{fmt_ms(n['baseline'])} / {fmt_ms(n['candidate'])}"])
-        t.rows.append(["minimum detectable effect (80 % power)", fmt_ms(cmp.mde_ms) if cmp.mde_ms is not None else "∞"])
-        if cmp.steps_needed:
-            t.rows.append(["decode steps per arm to resolve the estimate", str(cmp.steps_needed)])
-        ns = cmp.n_steps or {}
-        t.note = f"{ns.get('baseline')} vs {ns.get('candidate')} steps; {cmp.method or ''}"
-        if cmp.estimator:
-            e = cmp.estimator
-            t.rows.append(["estimate the A/B supports", f"{e['supported']} ({e['basis']})"])
-    for extra, label in ((cmp.timing, "replica timing (interleaved blocks)"), (cmp.client, "client TPOT per request")):
-        if extra and extra.get("measured_ms") is not None:
-            lo, hi = extra["ci95_ms"]
-            t.rows.append([f"measured: {label}", f"{fmt_ms(extra['measured_ms'])} [{fmt_ms(lo)}, {fmt_ms(hi)}]"])
+    """Estimates, then every measurement of the saving (best first), with its resolution."""
+    base, cand = names
+    t = TableData("ab", f"A/B: saving per decode step ({base} − {cand}; positive = {cand} faster)",
+                  ["quantity", "ms", "95 % CI", "resolves (MDE)", "observations", "verdict"])
+    for key, words in ESTIMATE_WORDS.items():
+        t.rows.append([f"estimate: {words}", fmt_ms(cmp.estimate_ms[key]), "", "", "", ""])
+    ordered = sorted(cmp.measures, key=lambda m: m.name != cmp.best_measure)
+    for m in ordered:
+        best = " (best)" if m.name == cmp.best_measure else ""
+        t.rows.append([f"measured: {m.name}{best}", fmt_ms(m.measured_ms), _ci(*m.ci95_ms),
+                       fmt_ms(m.mde_ms) if m.mde_ms is not None else "∞",
+                       f"{m.n_baseline} vs {m.n_candidate} {m.unit}", m.key.replace("-", " ")])
+    if cmp.noise_ms:
+        t.rows.append([f"step-period noise per step (MAD×1.4826), {base} / {cand}",
+                       f"{fmt_ms(cmp.noise_ms['baseline'])} / {fmt_ms(cmp.noise_ms['candidate'])}", "", "", "", ""])
+    if cmp.steps_needed:
+        t.rows.append([f"decode steps per arm for the step period to resolve {fmt_ms(cmp.estimate_ms['kernel'])} ms",
+                       str(cmp.steps_needed), "", "", "", ""])
+    if cmp.method:
+        t.note = f"step period: {cmp.method}; MDE at 80 % power"
+    return t
+
+
+def verdict_table(cmp: Comparison, names: list[str]) -> TableData:
+    """The verdict of every measurement in words, the best first."""
+    t = TableData("verdict", "Verdicts", ["measurement", "verdict"], as_list=True)
+    if cmp.mismatch:
+        t.rows.append(["arms", f"NOT COMPARABLE: {'; '.join(cmp.mismatch)} — only the patch should differ"])
+    ordered = sorted(cmp.measures, key=lambda m: m.name != cmp.best_measure)
+    for m in ordered:
+        t.rows.append([m.name + (" (best)" if m.name == cmp.best_measure else ""), m.verdict])
+    if not ordered:
+        t.rows.append(["step period", cmp.verdict])
     return t
 
 
 def comparison_tables(cmp: Comparison, names: list[str]) -> list[TableData]:
-    verdict = TableData("verdict", "Verdict", ["", ""], [["", cmp.verdict]])
-    return [changes_table(cmp, names), ab_table(cmp, names), verdict]
-
-
-def comparison_markdown(cmp: Comparison, names: list[str]) -> str:
-    from copyprof.render.report_text import markdown_table
-
-    parts = [f"### A/B: {names[0]} vs {names[1]}", markdown_table(changes_table(cmp, names)),
-             markdown_table(ab_table(cmp, names)), f"**Verdict.** {cmp.verdict}"]
-    for name, extra in (("Timing", cmp.timing), ("Client", cmp.client)):
-        if extra and extra.get("verdict"):
-            parts.append(f"**{name} verdict.** {extra['verdict']}")
-    return "\n\n".join(parts)
+    return [changes_table(cmp, names), ab_table(cmp, names), verdict_table(cmp, names)]

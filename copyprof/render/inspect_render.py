@@ -21,7 +21,15 @@ def to_json(summaries: list[dict[str, Any]]) -> str:
     return json.dumps({"files": files}, indent=2)
 
 
+def _more(console: Console, total: int, shown: int, what: str) -> None:
+    """Say that a list was cut, and where the rest is (the JSON holds every row)."""
+    if total > shown:
+        console.print(f"  [dim]… {total - shown:,} more {what} (the first {shown} shown; --format json lists all)[/dim]")
+
+
 def render_terminal(summaries: list[dict[str, Any]], console: Console, top: int = 12) -> None:
+    """Each file's summary; kernel names are cut to a line on a terminal only (piped: whole)."""
+    width = 110 if console.is_terminal else None
     for s in summaries:
         role = "" if s["role"] == "rank" else f" [{s['role']}]"
         console.rule(f"[bold]{s['path']}[/bold]{role}")
@@ -41,25 +49,29 @@ def render_terminal(summaries: list[dict[str, Any]], console: Console, top: int 
             for name, n in list(s["d2d_by_name"].items())[:top]:
                 t.add_row(name, f"{n:,}")
             console.print(t)
+            _more(console, len(s["d2d_by_name"]), top, "copy event names")
             b = Table("bytes", "from", "count", "median µs", show_edge=False)
             for row in s["d2d_by_bytes"][:top]:
                 size = "unknown" if row["bytes"] < 0 else (f"≤{row['bytes']:,}" if row["bytes_src"] == "grid-bound" else f"{row['bytes']:,}")
                 b.add_row(size, row["bytes_src"], f"{row['count']:,}", f"{row['median_us']:.2f}")
             console.print(b)
+            _more(console, len(s["d2d_by_bytes"]), top, "copy sizes")
         if s["elementwise_copies_by_name"]:
             n = sum(s["elementwise_copies_by_name"].values())
             console.print(f"elementwise copy kernels (not counted as d2d): {n:,}")
             for name, c in list(s["elementwise_copies_by_name"].items())[:5]:
-                console.print(f"  {c:>7,}  {_short(name)}")
+                console.print(f"  {c:>7,}  {_short(name, width)}")
+            _more(console, len(s["elementwise_copies_by_name"]), 5, "elementwise copy kernel names")
         if s["annotations"]:
             console.print(f"annotations: {len(s['annotations']):,} names")
             for name, c in list(s["annotations"].items())[:top]:
-                console.print(f"  {c:>7,}  {_short(name)}")
+                console.print(f"  {c:>7,}  {_short(name, width)}")
+            _more(console, len(s["annotations"]), top, "annotation names")
         if s["partial"]:
             console.print(f"[yellow]partly read:[/yellow] {s['partial']}")
         for w in s["warnings"]:
             console.print(f"[yellow]warning:[/yellow] {w}")
 
 
-def _short(name: str, width: int = 110) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+def _short(name: str, width: int | None) -> str:
+    return name if width is None or len(name) <= width else name[: width - 1] + "…"

@@ -22,21 +22,41 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from copyprof.analysis.stats import ShiftResult, robust_noise, shift_estimate
-from copyprof.analysis.verdict import fmt_ms
+from copyprof.analysis.wording import fmt_ms
+from copyprof.models.layout import kind_label
 
 ARM_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3")
-# layer kind of a copy -> (legend label, colour); "" (not a copy) is drawn grey
-KIND_STYLE: dict[str, tuple[str, str]] = {
-    "mla": ("MLA-layer copy", "#d62728"),
-    "kda": ("KDA-layer copy", "#1f77b4"),
-    "other-copy": ("other copy", "#ff7f0e"),
-}
+# a copy's layer kind -> colour (K3's kinds keep the colours of earlier plots; any other kind
+# takes the next of KIND_COLOURS); "other-copy" is any copy outside a layer's post-projection
+# site and "" (not a copy) is drawn grey
+KIND_COLOURS = {"mla": "#d62728", "kda": "#1f77b4"}
+SPARE_COLOURS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+OTHER_COPY_COLOUR = "#ff7f0e"
 KERNEL_COLOUR = "#b0b0b0"
 SITE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
                 "#ccb974", "#64b5cd", "#1b9e77", "#e7298a")
 SUFFIXES = (".png", ".svg")
 MAX_SITES = 8  # segments per bar; the rest are folded into "N smaller sites"
 MAX_LABEL = 48  # characters of a site label in the legend
+MAX_ARM = 28  # characters of an arm's name on an axis or in a legend (run folders are long)
+
+
+def short_name(name: str, limit: int = MAX_ARM) -> str:
+    """An arm's name cut in the middle ("replica-kimi…0T042336Z") so both ends stay readable."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    return name[:head] + "\u2026" + name[-(limit - 1 - head):]
+
+
+def kind_styles(kinds: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Each copy kind's (legend label, colour): layer kinds first, then "other copy"."""
+    styles, spare = {}, iter(SPARE_COLOURS)
+    for k in kinds:
+        if k and k != "other-copy" and k not in styles:
+            styles[k] = (f"{kind_label(k)}-layer copy", KIND_COLOURS.get(k) or next(spare, "#7f7f7f"))
+    styles["other-copy"] = ("other copy", OTHER_COPY_COLOUR)
+    return styles
 
 
 def plot_periods(ax: Axes, periods: Mapping[str, np.ndarray], shift: ShiftResult | None = None,
@@ -47,10 +67,12 @@ def plot_periods(ax: Axes, periods: Mapping[str, np.ndarray], shift: ShiftResult
     pooled median) so that a few 10x steps do not squash the bulk into one bin; how many fell
     outside is written in the legend instead. The first arm is the baseline, the second the
     candidate (the shift is candidate - baseline, drawn as a bar at baseline median + shift);
-    ``shift`` is computed with :func:`shift_estimate` when not given. Returns the shift drawn.
+    ``shift`` is computed with :func:`shift_estimate` when not given. The legend states it as a
+    saving (baseline - candidate, positive = candidate faster), the sign every table uses; the
+    bar sits where the candidate's median is expected. Returns the shift drawn.
     All numbers sit in the one legend box so that nothing overlaps.
     """
-    arms = [(k, np.asarray(v, dtype=float)) for k, v in periods.items()]
+    arms = [(short_name(k), np.asarray(v, dtype=float)) for k, v in periods.items()]
     arms = [(k, v[np.isfinite(v)]) for k, v in arms]
     pooled = np.concatenate([v for _, v in arms]) if arms else np.array([])
     ax.set_title(f"(a) {xlabel.split(' (')[0]} distribution", loc="left", fontweight="bold")
@@ -85,9 +107,10 @@ def plot_periods(ax: Axes, periods: Mapping[str, np.ndarray], shift: ShiftResult
     extra: list[str] = []
     if shift is not None and len(arms) >= 2:
         elo, ehi = shift.ci95_ms
-        ci = (f"{_ci_label(shift)} [{fmt_ms(elo)}, {fmt_ms(ehi)}]" if math.isfinite(elo) and math.isfinite(ehi)
+        slo, shi = shift.saving_ci95_ms
+        ci = (f"{_ci_label(shift)} [{fmt_ms(slo)}, {fmt_ms(shi)}]" if math.isfinite(slo) and math.isfinite(shi)
               else f"no finite {_ci_label(shift)} (too few values)")
-        label = f"shift {arms[1][0]} \u2212 {arms[0][0]}: {fmt_ms(shift.estimate_ms)} ms, {ci}"
+        label = f"saving {arms[0][0]} \u2212 {arms[1][0]}: {fmt_ms(shift.saving_ms)} ms, {ci}"
         if math.isfinite(elo) and math.isfinite(ehi):
             c = float(np.median(arms[0][1])) + shift.estimate_ms
             ax.errorbar([c], [top * 1.1], xerr=[[shift.estimate_ms - elo], [ehi - shift.estimate_ms]], fmt="o",
@@ -102,7 +125,7 @@ def plot_periods(ax: Axes, periods: Mapping[str, np.ndarray], shift: ShiftResult
     for line in extra:
         ax.plot([], [], " ", label=line)  # text-only legend rows
     handles, labels = ax.get_legend_handles_labels()
-    rank = [1 if t.startswith("shift") else 2 if t in extra else 0 for t in labels]  # arms, shift, notes
+    rank = [1 if t.startswith("saving") else 2 if t in extra else 0 for t in labels]  # arms, shift, notes
     order = sorted(range(len(labels)), key=lambda i: rank[i])
     ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left", fontsize=8,
               framealpha=0.95)
@@ -117,8 +140,8 @@ def plot_sites(ax: Axes, sites: Mapping[str, Sequence[tuple[str, float]]]) -> No
     """
     ax.set_title("(b) copy time per step by site", loc="left", fontweight="bold")
     ax.set_xlabel("copy time per step (ms)")
-    arms = list(sites)
-    per_arm = {a: _sum_by_label(sites[a]) for a in arms}
+    arms = [short_name(a) for a in sites]
+    per_arm = {short_name(a): _sum_by_label(rows) for a, rows in sites.items()}
     labels: list[str] = []
     for a in arms:
         labels += [s for s in per_arm[a] if s not in labels]
@@ -149,7 +172,7 @@ def plot_sites(ax: Axes, sites: Mapping[str, Sequence[tuple[str, float]]]) -> No
     ax.set_xlim(0, xmax * 1.28)  # room for the totals
     ax.set_yticks(range(len(arms)), arms)
     ax.invert_yaxis()  # first arm (baseline) on top
-    wide = max(len(t) for t in labels) > MAX_LABEL // 2 or len(arms) > 2
+    wide = max(len(t) for t in labels) > MAX_LABEL // 3 or len(arms) > 2
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1 if wide else min(2, len(labels)),
               fontsize=8, frameon=False)
 
@@ -160,7 +183,8 @@ def plot_timeline(ax: Axes, timeline: pd.DataFrame, *, step_start_ns: int | None
     Copies are a few microseconds in a multi-millisecond step, i.e. narrower than a pixel, so
     besides their true-width bars each copy lane draws a tick per copy; the kernel lane shows
     the copies in colour too, so their position among the other kernels is visible.
-    Columns: start_ns, dur_ns, name, site ("mla" | "kda" | "other-copy" | "" for non-copies).
+    Columns: start_ns, dur_ns, name, site (a layer kind such as "mla" or "linear", "other-copy",
+    or "" for non-copies).
     """
     ax.set_xlabel("time from step start (\u00b5s)")
     df = timeline.sort_values("start_ns")
@@ -172,13 +196,13 @@ def plot_timeline(ax: Axes, timeline: pd.DataFrame, *, step_start_ns: int | None
     x = (df["start_ns"].to_numpy(dtype=float) - t0) / 1e3
     w = df["dur_ns"].to_numpy(dtype=float) / 1e3
     site = df["site"].fillna("").astype(str).str.lower().to_numpy() if "site" in df else np.full(len(df), "")
-    site = np.where((site != "") & ~np.isin(site, list(KIND_STYLE)), "other-copy", site)
-    kinds = [k for k in KIND_STYLE if np.any(site == k)]
-    lanes = ["all kernels"] + [KIND_STYLE[k][0].replace("copy", "copies") for k in kinds]
+    styles = kind_styles([k for k in dict.fromkeys(site.tolist()) if k])  # kinds in order of first copy
+    kinds = [k for k in styles if np.any(site == k)]
+    lanes = ["all kernels"] + [styles[k][0].replace("copy", "copies") for k in kinds]
     ax.broken_barh(list(zip(x[site == ""], w[site == ""])), (-0.35, 0.7), facecolors=KERNEL_COLOUR)
     handles = [Patch(color=KERNEL_COLOUR, label=f"other kernels ({int(np.sum(site == ''))})")]
     for lane, k in enumerate(kinds, start=1):
-        label, col = KIND_STYLE[k]
+        label, col = styles[k]
         m = site == k
         ax.broken_barh(list(zip(x[m], w[m])), (-0.35, 0.7), facecolors=col)  # in the stream
         ax.broken_barh(list(zip(x[m], w[m])), (lane - 0.35, 0.7), facecolors=col)
@@ -224,9 +248,10 @@ def plot_report(path: str | Path, *, periods: Mapping[str, np.ndarray],
     p = Path(path)
     if p.suffix.lower() not in SUFFIXES:
         raise ValueError(f"plot file must end in .png or .svg, got {p.name!r}")
+    if not p.parent.is_dir():  # a typo in a folder name should not create folders
+        raise FileNotFoundError(f"folder {str(p.parent)!r} does not exist")
     fig = build_report_figure(periods=periods, sites=sites, timeline=timeline, title=title, shift=shift,
                               period_label=period_label)
-    p.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(p, dpi=dpi, format=p.suffix.lower()[1:])
     return p
 

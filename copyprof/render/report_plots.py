@@ -1,6 +1,8 @@
 """`report --plot FILE`: step periods, copy ms by site, and one decode step's timeline."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from copyprof.analysis.results import Comparison, RunReport, Site
@@ -18,12 +20,20 @@ def _site_label(s: Site, site: str | None = None) -> str:
 
 
 def write_plots(path: str, runs: list[RunReport], paths: tuple[str, ...], names: list[str],
-                comparison: Comparison | None) -> None:
+                comparison: Comparison | None) -> Path:
+    """Draw the report's figure to ``path`` and return where it went (the CLI prints it).
+
+    A missing folder is an error, never created: ``--plot /tmp/typo/x.png`` must not scatter
+    folders, and the user must learn where the plot did not go."""
     from copyprof.analysis.compare import measure
     from copyprof.render.plots import plot_report
 
     if not path.lower().endswith((".png", ".svg")):
         raise CopyprofError("--plot needs a file name ending in .png or .svg", path=path)
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise CopyprofError(f"--plot: the folder {str(folder)!r} does not exist (copyprof creates no folders)",
+                            path=path)
     periods = {n: np.asarray([v for v in r.step_series.get("period_ms", []) if v is not None], dtype=float)
                for n, r in zip(names, runs)}
     periods = {n: v for n, v in periods.items() if len(v)}
@@ -52,6 +62,6 @@ def write_plots(path: str, runs: list[RunReport], paths: tuple[str, ...], names:
     if not periods:
         raise CopyprofError("nothing to plot: no decode steps with a period were found", path=paths[0])
     try:
-        plot_report(path, periods=periods, sites=sites, timeline=timeline, title=title, shift=shift)
+        return plot_report(path, periods=periods, sites=sites, timeline=timeline, title=title, shift=shift)
     except OSError as exc:
         raise CopyprofError(f"cannot write plot: {exc.strerror or exc}", path=path) from exc

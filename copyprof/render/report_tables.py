@@ -9,6 +9,7 @@ from typing import Any
 
 from copyprof.analysis.results import RunReport
 from copyprof.models.layout import kind_label
+from copyprof.render.headline import plural
 
 
 @dataclass
@@ -18,6 +19,9 @@ class TableData:
     columns: list[str]
     rows: list[list[Any]] = field(default_factory=list)
     note: str | None = None
+    as_list: bool = False
+    """Two columns of which the second is prose (verdicts): drawn as "name: text" lines, which
+    wrap like text instead of padding every row to the longest sentence."""
 
 
 def fmt_ms(v: float | None, digits: int = 3) -> str:
@@ -139,23 +143,22 @@ def run_tables(run: RunReport, by_rank: bool = False, by_source: bool = False) -
 
 
 def setup_lines(run: RunReport) -> list[str]:
-    """Facts about the capture, from trace metadata and run.json."""
-    md = run.metadata
-    rj = md.get("run", {}) if isinstance(md.get("run"), dict) else {}
-    layout = run.layout
-    parts = [f"device {run.device}", f"{run.format} / {run.flavour}",
+    """Facts about the capture, each as the inputs state it (analysis/setup.py)."""
+    st = run.setup
+    parts = [f"device {run.device}", f"{run.format} / {run.flavour}" + (f" ({st.profiler})" if st.profiler else ""),
              f"ranks {run.ranks} (headline rank {run.headline_rank})"]
-    for key, label in (("vllm_version", "vLLM"),):
-        if md.get(key):
-            parts.append(f"{label} {md[key]}")
-    for key in ("engine", "tp", "concurrency", "graph_mode", "torch_version", "cuda_version", "vllm_version", "arm"):
-        if rj.get(key) not in (None, ""):
-            parts.append(f"{key.replace('_', ' ')} {rj[key]}")
+    for value, label in ((st.engine, "engine"), (st.tp, "TP"), (st.concurrency, "concurrency"),
+                         (st.graph_mode, "graph mode"), (st.vllm_version, "vLLM"), (st.vllm_commit, "vLLM commit"),
+                         (st.torch_version, "torch"), (st.cuda_runtime, "CUDA runtime"), (st.hip_runtime, "HIP runtime"),
+                         (st.aiter_version, "aiter"), (st.arm, "arm"), (st.captured, "captured")):
+        if value not in (None, ""):
+            parts.append(f"{label} {value}")
+    layout = run.layout
     if layout:
         kinds = ", ".join(f"{n} {kind_label(k)}" for k, n in layout.kinds.items())
         parts.append(f"layout {layout.name} ({layout.layers} layers: {kinds})")
     steps = run.steps
-    parts.append(f"{steps.decode} decode steps used, {steps.excluded} excluded, rule: {steps.rule}")
+    parts.append(f"{plural(steps.decode, 'decode step')} used, {steps.excluded} excluded, rule: {steps.rule}")
     tok = run.per_step.tokens
     if tok is not None:
         parts.append(f"N = {tok} tokens per step")

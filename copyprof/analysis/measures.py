@@ -1,0 +1,78 @@
+"""The measurements an A/B has — replica timing, GPU span, client TPOT, step period — side by side.
+
+Why: a reviewer needs one answer, from the measurement that resolves the effect best, with
+the others as support. Each measurement is a ``ShiftResult`` (analysis/stats.py) on its own
+observations (timing blocks, steps, requests); the best is the one with the smallest minimum
+detectable effect (the finest resolution this sample has), in the order below on ties. Its
+verdict heads the comparison.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from copyprof.analysis.replica_timing import load_timing, timing_shift, timing_summary
+from copyprof.analysis.results import Measure, known
+from copyprof.analysis.stats import ShiftResult
+from copyprof.analysis.verdict import classify, estimator_check, verdict
+
+ORDER = ("replica timing", "GPU span", "client TPOT", "step period")
+UNITS = {"replica timing": "blocks", "GPU span": "steps", "client TPOT": "requests", "step period": "steps"}
+
+
+def estimator_note(check: dict[str, Any] | None, with_gap: float) -> str:
+    """A sentence when the kernel + dispatch-gap estimate fits the measurement better."""
+    if not check or check["supported"] != "kernel_plus_gap":
+        return ""
+    rel = check["estimates"]["kernel_plus_gap"]["rel_error"]
+    where = "lies in the CI" if check["estimates"]["kernel_plus_gap"]["in_ci"] else "is the closer one"
+    off = f", {rel:+.1%} off the measured saving" if rel is not None else ""
+    return (f" The kernel + dispatch-gap estimate ({with_gap:.3f} ms{off}) {where}: in graph replay a "
+            "removed copy also takes its dispatch gap with it.")
+
+
+def timing_pair_shift(paths: tuple[str, ...] | list[str]) -> tuple[ShiftResult, dict[str, Any]] | None:
+    """The replica's interleaved timing of this very pair (baseline vs the second run's arm),
+    when both run dirs hold the same timed set; the shift and the JSON summary."""
+    tb, tc = load_timing(paths[0]), load_timing(paths[1])
+    if tb is None or tc is None or tb.get("_arm") != "baseline" or tc.get("_arm") in (None, "baseline") \
+            or not np.array_equal(tb["_arms"]["baseline"], tc["_arms"]["baseline"]):
+        return None  # not arms of one timed set, or the first run is not its baseline
+    return timing_shift(tb, tc["_arm"]), msgspec.to_builtins(timing_summary(tb, tc["_arm"]))
+
+
+def timing_comparison(shift: ShiftResult, summary: dict[str, Any], kernel: float, with_gap: float) -> dict[str, Any]:
+    out = dict(summary)
+    mde = shift.mde_ms()
+    out["mde_ms"] = known(mde)
+    if kernel > 0:
+        out["estimator"] = estimator_check(kernel, with_gap, shift)
+        out["verdict"] = (verdict(kernel, shift, mde, shift.steps_needed(kernel), unit="blocks")
+                          + estimator_note(out["estimator"], with_gap))
+    return out
+
+
+def measure_of(name: str, shift: ShiftResult, kernel: float, with_gap: float) -> Measure:
+    mde = shift.mde_ms()
+    lo, hi = shift.saving_ci95_ms
+    need = shift.steps_needed(kernel) if kernel > 0 else None
+    check = estimator_check(kernel, with_gap, shift) if kernel > 0 else None
+    return Measure(name=name, unit=UNITS[name], measured_ms=float(shift.saving_ms), ci95_ms=[known(lo), known(hi)],
+                   mde_ms=known(mde), n_baseline=shift.n_baseline, n_candidate=shift.n_candidate,
+                   key=classify(kernel, shift), resolved=bool(shift.resolved),
+                   verdict=verdict(kernel, shift, mde, need, unit=UNITS[name]) + estimator_note(check, with_gap),
+                   supports=check["supported"] if check else None,
+                   supported_error=check["estimates"][check["supported"]]["rel_error"] if check else None)
+
+
+def best(measures: list[Measure]) -> Measure | None:
+    """The measurement with the smallest finite MDE (ties: ORDER), else the first there is."""
+    if not measures:
+        return None
+    rank = {n: i for i, n in enumerate(ORDER)}
+    finite = [m for m in measures if m.mde_ms is not None and math.isfinite(m.mde_ms)]
+    pool = finite or measures
+    return min(pool, key=lambda m: (m.mde_ms if m.mde_ms is not None else math.inf, rank.get(m.name, 9)))

@@ -1,0 +1,92 @@
+"""What a run was: the versions and ids its traces and run.json carry, and whether two runs compare.
+
+Why: a PR attachment must say what was measured (engine, TP, tokens per step, graph mode,
+GPU, CUDA/HIP runtime, vLLM, torch, aiter, capture date, command), and an A/B of arms that
+differ in more than the patch (C16 vs C24, another GPU, graphs vs eager) must not get a
+confident verdict. Everything here is read from the inputs; nothing is assumed.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from copyprof.analysis.results import Setup
+
+
+def _run_json(metadata: dict[str, Any]) -> dict[str, Any]:
+    run = metadata.get("run")
+    return run if isinstance(run, dict) else {}
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v not in (None, "", [], {})), None)
+
+
+def _hip_version(code: Any) -> str | None:
+    """Kineto's hip_runtime_version integer as major.minor.patch (major*10^7 + minor*10^5 +
+    patch, as HIP_VERSION is built; trace-formats.md §1.6 marks the decoding unverified)."""
+    if isinstance(code, str) and code.isdigit():
+        code = int(code)
+    if not isinstance(code, int) or code <= 0:
+        return None
+    return f"{code // 10_000_000}.{code // 100_000 % 100}.{code % 100_000}"
+
+
+def _cuda_version(code: Any) -> str | None:
+    """Kineto's cuda_runtime_version (1000*major + 10*minor) as major.minor."""
+    if isinstance(code, str) and code.isdigit():
+        code = int(code)
+    if not isinstance(code, int) or code <= 0:
+        return None
+    return f"{code // 1000}.{code % 1000 // 10}"
+
+
+def run_setup(metadata: dict[str, Any], *, device: str, tokens: int | None, graph_launches: int,
+              layout_name: str | None, dtype_bytes: int | None) -> Setup:
+    """The run's setup from its trace metadata and run.json (``metadata`` as analyze_run keeps it)."""
+    rj = _run_json(metadata)
+    vllm = rj.get("vllm") if isinstance(rj.get("vllm"), dict) else {}
+    torch = rj.get("torch") if isinstance(rj.get("torch"), dict) else {}
+    dist = metadata.get("distributedInfo") if isinstance(metadata.get("distributedInfo"), dict) else {}
+    server = rj.get("server") if isinstance(rj.get("server"), dict) else {}
+    eager = "--enforce-eager" in (server.get("argv") or [])
+    graph_mode = _first(rj.get("graph_mode"), "eager" if eager else None, "graph" if graph_launches else "eager")
+    graph_mode = "graph" if "graph" in str(graph_mode) else str(graph_mode)
+    return Setup(
+        engine=_first(rj.get("engine"), "vllm" if _first(metadata.get("vllm_version"), vllm.get("version")) else None),
+        model=_first(layout_name, (rj.get("model") or {}).get("name") if isinstance(rj.get("model"), dict) else None),
+        tp=_first(rj.get("tp"), dist.get("world_size")),
+        world_size=_first(dist.get("world_size"), rj.get("tp")),
+        concurrency=rj.get("concurrency"),
+        tokens_per_step=tokens,
+        graph_mode=graph_mode,
+        device=device,
+        dtype_bytes=dtype_bytes,
+        vllm_version=_first(vllm.get("version"), metadata.get("vllm_version")),
+        vllm_commit=vllm.get("commit"),
+        torch_version=_first(rj.get("torch_version"), torch.get("version")),
+        cuda_runtime=_first(_cuda_version(metadata.get("cuda_runtime_version")), rj.get("cuda_version"), torch.get("cuda")),
+        hip_runtime=_first(_hip_version(metadata.get("hip_runtime_version")), torch.get("hip")),
+        aiter_version=rj.get("aiter_version"),
+        profiler=_first(metadata.get("rocprofiler-sdk_version") and f"rocprofiler-sdk {metadata['rocprofiler-sdk_version']}",
+                        metadata.get("roctracer_version") and f"roctracer {metadata['roctracer_version']}",
+                        metadata.get("cupti_version") and f"CUPTI {metadata['cupti_version']}"),
+        captured=_first(rj.get("started"), rj.get("finished")),
+        command=" ".join(map(str, rj["command"])) if isinstance(rj.get("command"), list) else None,
+        arm=_first(rj.get("arm"), rj.get("label")),
+        copyprof_version=rj.get("copyprof_version"),
+    )
+
+
+# (field, words): what two arms must share for an A/B to measure the patch alone.
+COMPARED = (("tokens_per_step", "tokens per step"), ("model", "model layout"), ("tp", "tensor parallelism"),
+            ("device", "device"), ("dtype_bytes", "dtype bytes"), ("graph_mode", "graph mode"), ("engine", "engine"))
+
+
+def mismatches(base: Setup, cand: Setup) -> list[str]:
+    """What differs between two arms besides the patch (only fields both arms state)."""
+    out = []
+    for field, words in COMPARED:
+        a, b = getattr(base, field), getattr(cand, field)
+        if a is not None and b is not None and a != b:
+            out.append(f"{words}: {a} vs {b}")
+    return out

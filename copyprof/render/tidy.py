@@ -1,0 +1,106 @@
+"""The report as tidy rows — ``(section, name, arm, value, unit)``, one per figure — for ``--format csv``.
+
+Plain values a spreadsheet reads: numbers unformatted (no thousands separators, no "%" signs,
+full precision), None as an empty cell, text as text. The A/B (estimates, every measurement
+with its interval, resolution and verdict) is in it too, under section ``ab``.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from copyprof.analysis.results import Comparison, RunReport
+
+Row = tuple[str, str, str, Any, str]
+
+
+def _v(x: Any) -> Any:
+    """None as an empty cell, booleans as true/false (what spreadsheets and JSON both read)."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    return "" if x is None else x
+
+
+def _run_rows(run: RunReport, arm: str, by_source: bool) -> Iterator[Row]:
+    s = run.setup
+    for key in ("engine", "model", "tp", "world_size", "concurrency", "tokens_per_step", "graph_mode", "device",
+                "dtype_bytes", "vllm_version", "vllm_commit", "torch_version", "cuda_runtime", "hip_runtime",
+                "aiter_version", "profiler", "captured", "command", "arm", "copyprof_version"):
+        if getattr(s, key) is not None:
+            yield "setup", key, arm, getattr(s, key), ""
+    yield "setup", "path", arm, run.path, ""
+    yield "steps", "decode", arm, run.steps.decode, "steps"
+    yield "steps", "excluded", arm, run.steps.excluded, "steps"
+    yield "steps", "rule", arm, run.steps.rule, ""
+    ps = run.per_step
+    yield "per_step", "tokens", arm, _v(ps.tokens), "tokens"
+    yield "per_step", "period", arm, _v(ps.period_ms), "ms"
+    yield "per_step", "gpu_span", arm, _v(ps.gpu_span_ms), "ms"
+    yield "per_step", "copies", arm, ps.copies, "copies"
+    for kind, n in ps.post_proj.items():
+        yield "per_step", f"post_projection.{kind}", arm, n, "copies"
+        yield "per_step", f"post_projection_time.{kind}", arm, _v(ps.post_proj_ms.get(kind)), "ms"
+    yield "per_step", "other", arm, ps.other, "copies"
+    yield "per_step", "other_time", arm, _v(ps.other_ms), "ms"
+    if ps.host_copies is not None:
+        yield "per_step", "host_copy_ops", arm, ps.host_copies, "ops"
+    for site in run.sites:
+        name = f"{site.site}@{site.bytes}B" + (f"@{site.source}" if site.source else "")
+        yield "site", f"{name}.per_step", arm, site.per_step, "copies"
+        yield "site", f"{name}.median", arm, site.median_us, "us"
+        yield "site", f"{name}.time", arm, site.ms_per_step, "ms"
+        yield "site", f"{name}.achieved_bandwidth", arm, _v(site.achieved_gbps), "GB/s"
+        yield "site", f"{name}.bytes_source", arm, site.bytes_src, ""
+    for e in run.estimate:
+        yield "estimate", f"{e.scope}.removed", arm, e.removed_per_step, "copies"
+        yield "estimate", f"{e.scope}.removable", arm, e.removable_ms, "ms"
+        yield "estimate", f"{e.scope}.removable_p10", arm, _v(e.removable_p10_ms), "ms"
+        yield "estimate", f"{e.scope}.removable_p90", arm, _v(e.removable_p90_ms), "ms"
+        yield "estimate", f"{e.scope}.removable_with_gap", arm, e.removable_with_gap_ms, "ms"
+        yield "estimate", f"{e.scope}.share_of_step", arm, _v(e.removable_pct), "percent"
+    for b in run.by_source if by_source else []:
+        yield "source", f"{b.source or '(none)'}.per_step", arm, b.per_step, "copies"
+        yield "source", f"{b.source or '(none)'}.time", arm, b.ms_per_step, "ms"
+    yield "attribution", "status", arm, run.attribution.status, ""
+    yield "attribution", "message", arm, run.attribution.message, ""
+    for w in run.warnings:
+        yield "warning", "warning", arm, w, ""
+    for n in run.notes:
+        yield "note", "note", arm, n, ""
+
+
+def _ab_rows(cmp: Comparison) -> Iterator[Row]:
+    yield "ab", "comparable", "", _v(cmp.comparable), ""
+    for m in cmp.mismatch:
+        yield "ab", "mismatch", "", m, ""
+    yield "ab", "scope", "", _v(cmp.scope), ""
+    yield "ab", "scope_text", "", cmp.scope_text, ""
+    yield "ab", "estimate.kernel", "", cmp.estimate_ms["kernel"], "ms"
+    yield "ab", "estimate.kernel_plus_gap", "", cmp.estimate_ms["kernel_plus_gap"], "ms"
+    for m in cmp.measures:
+        key = m.name.replace(" ", "_")
+        yield "ab", f"{key}.saving", "", m.measured_ms, "ms"
+        yield "ab", f"{key}.ci95_low", "", _v(m.ci95_ms[0]), "ms"
+        yield "ab", f"{key}.ci95_high", "", _v(m.ci95_ms[1]), "ms"
+        yield "ab", f"{key}.mde", "", _v(m.mde_ms), "ms"
+        yield "ab", f"{key}.observations_baseline", "", m.n_baseline, m.unit
+        yield "ab", f"{key}.observations_candidate", "", m.n_candidate, m.unit
+        yield "ab", f"{key}.resolved", "", _v(m.resolved), ""
+        yield "ab", f"{key}.verdict", "", m.verdict, ""
+    yield "ab", "best_measure", "", _v(cmp.best_measure), ""
+    yield "ab", "verdict", "", cmp.verdict, ""
+    for c in cmp.site_changes:
+        yield "ab", f"site_change.{c.site}@{c.bytes}B.baseline", "", c.baseline_per_step, "copies"
+        yield "ab", f"site_change.{c.site}@{c.bytes}B.candidate", "", c.candidate_per_step, "copies"
+        yield "ab", f"site_change.{c.site}@{c.bytes}B.status", "", c.status, ""
+
+
+def tidy_rows(runs: list[RunReport], cmp: Comparison | None, labels: list[str], headline: str,
+              by_source: bool = False) -> list[Row]:
+    """Every figure of the report as a row; ``by_source`` adds the census by issuing function."""
+    rows: list[Row] = [("headline", "headline", "", headline, "")]
+    for label, run in zip(labels, runs):
+        rows.extend(_run_rows(run, label, by_source))
+    if cmp is not None:
+        rows.extend(_ab_rows(cmp))
+    return rows
