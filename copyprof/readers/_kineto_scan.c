@@ -55,12 +55,84 @@ typedef struct {
 enum { S_PID = N_INTS, S_TID, S_TS, S_DUR };
 
 
+/* Fields whose value may be of a type the reader cannot use: the value is ignored (the field
+ * reads as absent, as in the Python path, which drops it and converts the rest of the event)
+ * and counted. Codes are indexes into kineto_chunk.ODD_FIELDS: the event fields, then the
+ * integer args in A_* order, then args.kind, args.grid, args.block. */
+enum { O_CAT, O_NAME, O_PID, O_TID, O_TS, O_DUR, O_ARGS, O_ARG0, O_KIND = O_ARG0 + N_INTS, O_GRID, O_BLOCK, N_ODD };
+
 typedef struct {
     Interner cats, names;
     Side *side;
     Py_ssize_t n_side, cap_side;
     Py_ssize_t row;  /* index of the event being read among the complete ones */
+    int64_t odd[N_ODD];
 } Tables;
+
+/* Code in ODD_FIELDS of a Side.field code (args ids, then S_PID, S_TID, S_TS, S_DUR). */
+static int odd_code(int field) {
+    switch (field) {
+    case S_PID: return O_PID;
+    case S_TID: return O_TID;
+    case S_TS: return O_TS;
+    case S_DUR: return O_DUR;
+    default: return O_ARG0 + field;
+    }
+}
+
+/* Skips a value of a type the field cannot take and counts it. Declines what the Python
+ * path's generic decode would reject inside it (it decodes such a chunk generically, and
+ * that decode range-checks every number): a float out of double range, or number text too
+ * long to judge here. */
+static int skip_number_checked(Cur *c) {
+    const unsigned char *s; int is_int;
+    if (lex_number(c, &s, &is_int) < 0) return -1;
+    size_t len = (size_t)(c->p - s);
+    if (len > 300) DECLINE(c, "number text too long");
+    if (is_int) return 0;
+    char buf[400];
+    memcpy(buf, s, len); buf[len] = 0;
+    double v = PyOS_string_to_double(buf, NULL, NULL);
+    if (v == -1.0 && PyErr_Occurred()) { PyErr_Clear(); DECLINE(c, "unparsable number"); }
+    if (!isfinite(v)) DECLINE(c, "number out of range");
+    return 0;
+}
+
+static int skip_checked(Cur *c, int depth) {
+    if (c->p >= c->end) DECLINE(c, "missing value");
+    unsigned char ch = *c->p;
+    if (ch == '-' || (ch >= '0' && ch <= '9')) return skip_number_checked(c);
+    if (ch != '[' && ch != '{') return skip_value(c, depth);
+    if (depth >= MAX_DEPTH) DECLINE(c, "nesting too deep");
+    unsigned char close = ch == '[' ? ']' : '}';
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == close) { c->p++; return 0; }
+    for (;;) {
+        skip_ws(c);
+        if (close == '}') {
+            const unsigned char *s; Py_ssize_t n; int esc;
+            if (c->p >= c->end || *c->p != '"') DECLINE(c, "expected a key");
+            if (lex_string(c, &s, &n, &esc) < 0) return -1;
+            skip_ws(c);
+            if (c->p >= c->end || *c->p != ':') DECLINE(c, "expected ':'");
+            c->p++;
+            skip_ws(c);
+        }
+        if (skip_checked(c, depth + 1) < 0) return -1;
+        skip_ws(c);
+        if (c->p >= c->end) DECLINE(c, "unterminated container");
+        if (*c->p == ',') { c->p++; continue; }
+        if (*c->p == close) { c->p++; return 0; }
+        DECLINE(c, "expected ',' or a closing bracket");
+    }
+}
+
+static int skip_odd(Cur *c, Tables *t, int code) {
+    if (skip_checked(c, 2) < 0) return -1;
+    t->odd[code]++;
+    return 0;
+}
 
 /* Another value msgspec accepts in an id/time field (int | float | str | None): a string,
  * a float in range, a null, an integer beyond int64; noted in the side table. Declines
@@ -83,6 +155,8 @@ static int read_odd(Cur *c, Tables *t, int field) {
             if (v == -1.0 && PyErr_Occurred()) { PyErr_Clear(); DECLINE(c, "unparsable number"); }
             if (!isfinite(v)) DECLINE(c, "number out of range");
         }
+    } else if (ch == '[' || ch == '{' || ch == 't' || ch == 'f') {
+        return skip_odd(c, t, odd_code(field));  /* msgspec: int | float | str | None rejects these */
     } else DECLINE(c, "number field of an unexpected type");
     if (c->p - start > INT32_MAX) DECLINE(c, "value too long");
     if (t->n_side == t->cap_side) {
@@ -136,10 +210,14 @@ static int read_float(Cur *c, Tables *t, int field, double *out) {
     return 0;
 }
 
-static int read_dims(Cur *c, int64_t dims[3]) {
+static int read_dims(Cur *c, Tables *t, int code, int64_t dims[3]) {
     dims[0] = dims[1] = dims[2] = -1;
     if (c->p < c->end && *c->p == 'n') return lex_literal(c, "null", 4);
-    if (c->p >= c->end || *c->p != '[') DECLINE(c, "grid/block is not an array");
+    if (c->p >= c->end) DECLINE(c, "missing value");
+    unsigned char ch = *c->p;
+    if (ch == '"' || ch == '{' || ch == 't' || ch == 'f' || ch == '-' || (ch >= '0' && ch <= '9'))
+        return skip_odd(c, t, code);  /* Inductor's "grid": "grid(100,)" */
+    if (*c->p != '[') DECLINE(c, "grid/block is not an array");
     int64_t v[3]; int k = 0;
     c->p++;
     skip_ws(c);
@@ -164,7 +242,9 @@ static int read_dims(Cur *c, int64_t dims[3]) {
 /* Body of an X event's args object (cursor at '{'). */
 static int read_args(Cur *c, Row *r, Tables *t) {
     uint32_t seen = 0;
-    if (c->p >= c->end || *c->p != '{') DECLINE(c, "args is not an object");
+    if (c->p >= c->end) DECLINE(c, "missing value");
+    if (*c->p == 'n') return lex_literal(c, "null", 4);  /* args: null reads as no args */
+    if (*c->p != '{') return skip_odd(c, t, O_ARGS);
     c->p++;
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') { c->p++; return 0; }
@@ -193,9 +273,9 @@ static int read_args(Cur *c, Row *r, Tables *t) {
         if (slot >= 0) {
             if (read_id(c, t, slot, &r->ints[slot]) < 0) return -1;
         } else if (bit == 10) {
-            if (read_dims(c, r->grid) < 0) return -1;
+            if (read_dims(c, t, O_GRID, r->grid) < 0) return -1;
         } else if (bit == 11) {
-            if (read_dims(c, r->block) < 0) return -1;
+            if (read_dims(c, t, O_BLOCK, r->block) < 0) return -1;
         } else if (bit == 12) {
             unsigned char ch = c->p < c->end ? *c->p : 0;
             if (ch == '"') {
@@ -209,6 +289,8 @@ static int read_args(Cur *c, Row *r, Tables *t) {
                 int64_t v;  /* msgspec range-checks a float here (1e400 fails): decline all floats */
                 if (lex_number(c, &s, &is_int) < 0) return -1;
                 if (!is_int || int_value(s, c->p, &v) < 0) DECLINE(c, "args.kind is a float or beyond int64");
+            } else if (ch == '[' || ch == '{' || ch == 't' || ch == 'f') {
+                if (skip_odd(c, t, O_KIND) < 0) return -1;
             } else DECLINE(c, "args.kind of an unexpected type");
         } else if (skip_value(c, 2) < 0) return -1;
         int more = next_member(c);
@@ -226,6 +308,7 @@ static int read_field(Cur *c, int f, Row *r, Tables *t) {
     switch (f) {
     case F_CAT:
         if (c->p < c->end && *c->p == 'n') { r->cat = -1; return lex_literal(c, "null", 4); }
+        if (c->p < c->end && *c->p != '"') { r->cat = -1; return skip_odd(c, t, O_CAT); }
         if (read_plain_string(c, &s, &n) < 0) return -1;
         if ((r->cat = intern(&t->cats, s, n)) < 0) { PyErr_NoMemory(); return -2; }
         return 0;
@@ -368,8 +451,9 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         PyObject *side = buf ? PyBytes_FromStringAndSize((const char *)t.side, (Py_ssize_t)(t.n_side * sizeof(Side))) : NULL;
         PyObject *cats = side ? interned_list(&t.cats) : NULL;
         PyObject *names = cats ? interned_list(&t.names) : NULL;
-        if (names) result = Py_BuildValue("(nNNNN)", rows.n, buf, side, cats, names);
-        else { Py_XDECREF(buf); Py_XDECREF(side); Py_XDECREF(cats); }
+        PyObject *odd = names ? PyBytes_FromStringAndSize((const char *)t.odd, (Py_ssize_t)sizeof t.odd) : NULL;
+        if (odd) result = Py_BuildValue("(nNNNNN)", rows.n, buf, side, cats, names, odd);
+        else { Py_XDECREF(buf); Py_XDECREF(side); Py_XDECREF(cats); Py_XDECREF(names); }
     }
 done:
     PyMem_Free(rows.rows);
@@ -381,13 +465,13 @@ done:
 }
 
 static PyObject *row_size(PyObject *self, PyObject *unused) {
-    return Py_BuildValue("(nn)", (Py_ssize_t)sizeof(Row), (Py_ssize_t)sizeof(Side));
+    return Py_BuildValue("(nnn)", (Py_ssize_t)sizeof(Row), (Py_ssize_t)sizeof(Side), (Py_ssize_t)N_ODD);
 }
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_O,
-     "scan(buffer) -> (n, rows: bytearray, side: bytes, cats: list[str], names: list[str]) | reason: str"},
-    {"row_size", row_size, METH_NOARGS, "Sizes of a row and a side entry in bytes (checked against the dtypes)."},
+     "scan(buffer) -> (n, rows: bytearray, side: bytes, cats: list[str], names: list[str], odd: bytes) | reason: str"},
+    {"row_size", row_size, METH_NOARGS, "Sizes of a row and a side entry in bytes, and the number of odd-value counters (checked against kineto_native.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -38,6 +38,17 @@ _RUNTIME = 3
 MEMCPY = 1
 AUX_COLUMNS = ("copy_kind_arg", "memcpy_rows")  # per-chunk extras, not table columns
 
+# Fields of a complete event whose value can be of a type the reader cannot use (Inductor's
+# ``"grid": "grid(100,)"`` on a cpu_op, a bool id, an array ``args``). Such a value is ignored
+# — the field reads as absent — and counted per field; the event itself is kept. The order is
+# the index both decoders count in (_kineto_scan.c's O_* codes follow it).
+ODD_FIELDS: tuple[str, ...] = (
+    "cat", "name", "pid", "tid", "ts", "dur", "args",
+    "args.device", "args.fromDevice", "args.stream", "args.correlation", "args.External id",
+    "args.external id", "args.bytes", "args.size", "args.graph id", "args.graph node id",
+    "args.kind", "args.grid", "args.block",
+)
+
 
 class CategoryMap:
     """Raw category string -> (kind index, on_gpu) with the lookup cached per spelling."""
@@ -68,7 +79,7 @@ def fits_int64(f: np.ndarray, scale: float = 1.0) -> np.ndarray:
 class ChunkResult:
     """Columns of one chunk plus the counts of everything it saw."""
 
-    __slots__ = ("bad", "cols", "counts", "graph_launches", "name_codes", "names", "other")
+    __slots__ = ("bad", "cols", "counts", "graph_launches", "name_codes", "names", "odd", "other")
 
     def __init__(self) -> None:
         self.cols: dict[str, np.ndarray] = {}
@@ -78,6 +89,17 @@ class ChunkResult:
         self.other = 0
         self.bad = 0
         self.graph_launches = 0
+        self.odd = np.zeros(len(ODD_FIELDS), dtype=np.int64)  # ignored values per ODD_FIELDS entry
+
+
+def odd_fields_note(odd: np.ndarray) -> str | None:
+    """The warning for values of an unexpected type (None when there were none)."""
+    total = int(odd.sum())
+    if not total:
+        return None
+    by_field = ", ".join(f"{name} {int(n):,}" for name, n in zip(ODD_FIELDS, odd.tolist()) if n)
+    return (f"{total:,} field value(s) of an unexpected type were ignored and their events kept "
+            f"(the field reads as absent): {by_field}")
 
 
 def kept_rows(kind_all: np.ndarray, codes_all: np.ndarray, names_all: list[str]) -> tuple[ChunkResult, np.ndarray]:

@@ -21,9 +21,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from copyprof.readers.kineto_chunk import CATMAP, MEMCPY, ChunkResult, Kept, assemble, kept_rows
-from copyprof.readers.kineto_columns import (INT_ARGS, IntLike, TimeLike, columnize, decode_events, gc_paused, to_float,
-                                             to_int, to_tid)
+from copyprof.readers.kineto_chunk import CATMAP, MEMCPY, ODD_FIELDS, ChunkResult, Kept, assemble, kept_rows
+from copyprof.readers.kineto_columns import INT_ARGS, IntLike, TimeLike, decode_chunk, to_float, to_int, to_tid
 
 try:  # built by setup.py when a C compiler is there; optional
     from copyprof.readers import _kineto_scan
@@ -49,7 +48,7 @@ _TIME_VALUE = msgspec.json.Decoder(TimeLike)
 
 def native_available() -> bool:
     """Whether chunks go to the native scanner (built, matching layout, not switched off)."""
-    return (_kineto_scan is not None and _kineto_scan.row_size() == (ROW.itemsize, SIDE.itemsize)
+    return (_kineto_scan is not None and _kineto_scan.row_size() == (ROW.itemsize, SIDE.itemsize, len(ODD_FIELDS))
             and os.environ.get("COPYPROF_NATIVE", "1") != "0")
 
 
@@ -61,12 +60,13 @@ def scan_columns(data: bytes | memoryview) -> ChunkResult | str:
     out = _kineto_scan.scan(data)
     if isinstance(out, str):
         return out
-    n, buf, side, cats, names = out
+    n, buf, side, cats, names, odd = out
     rows = np.frombuffer(buf, dtype=ROW, count=n)
     facts = [CATMAP(c) for c in cats] + [(-1, False)]  # code -1 (no category) is the last entry
     kind_all = np.array([k for k, _ in facts], dtype=np.int64)[rows["cat"]]
     gpu_all = np.array([g for _, g in facts], dtype=bool)[rows["cat"]]
     res, keep = kept_rows(kind_all, rows["name"], names)
+    res.odd = np.frombuffer(odd, dtype=np.int64).copy()
     kept = rows[keep]
     kind = kind_all[keep]
     cols = {f: np.ascontiguousarray(kept["ints"][:, i]) for i, f in enumerate(INT_ARGS)}
@@ -118,6 +118,5 @@ def decode_columns(data: bytes | memoryview) -> ChunkResult:
         res = scan_columns(data)
         if not isinstance(res, str):
             return res
-    with gc_paused():
-        return columnize(decode_events(data))
+    return decode_chunk(data)
 
