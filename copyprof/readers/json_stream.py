@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from copyprof.readers.json_repair import FAILED, repair
+from copyprof.readers.json_repair import FAILED, array_end, repair
 
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*([\[{])')
 _CANDIDATE_CUT = re.compile(rb"\}\s*,\s*\{")
@@ -57,6 +57,7 @@ class StreamState:
     rest: bytes = b""  # what follows the last candidate cut (set when splitting ends)
     rest_offset: int = 0
     skipped: list[tuple[int, int]] = field(default_factory=list)  # (document offset, bytes) cut out as damaged
+    after_array: bytes | None = None  # text after the event array's ']' found inside a chunk (json_repair)
 
 
 @dataclass
@@ -92,6 +93,7 @@ class PieceMerger:
         self.carry: bytearray | None = None
         self.carry_offset = 0
         self.repair_tried = 0  # size of the chunk json_repair last failed on (0: none since the last accept)
+        self.after: bytearray | None = None  # once the array has ended: the document's text after it
 
     def accepted(self, piece: Piece) -> None:
         self.state.consumed = piece.offset + len(piece.data) - 2
@@ -107,7 +109,13 @@ class PieceMerger:
     def settle(self, piece: Piece, decoded: Callable[[], Any]) -> Any:
         """The result for ``piece``, or ``FAILED``. ``decoded()`` returns the piece's own
         decode (or raises DecodeError); it is not called when text is carried from a failed
-        piece: then carried text and piece are decoded here, as one."""
+        piece: then carried text and piece are decoded here, as one. Once the event array has
+        closed inside a piece (keys follow ``traceEvents``), later pieces are the document's
+        tail: kept as text for :meth:`finish`, not decoded."""
+        if self.after is not None:
+            self.after += piece.body
+            self.after += piece.sep
+            return FAILED
         data = None
         if self.carry is not None:
             data = b"[" + self.carry + piece.body + b"]"
@@ -115,11 +123,14 @@ class PieceMerger:
         try:
             result = decoded()
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            chunk = bytes(piece.data) if data is None else data
+            end = array_end(chunk, exc)
+            if end is not None:
+                return self._array_closed(piece, chunk, end)
             result = FAILED
             size = len(piece.data) + (len(self.carry) if self.carry is not None else 0)
             if size >= 2 * self.repair_tried:  # a chunk repair gave up on is retried once it has doubled
                 start = self.carry_offset if self.carry is not None else piece.offset
-                chunk = bytes(piece.data) if data is None else data
                 result = repair(chunk, exc, start, self.decode_chunk, self.state)
             if result is FAILED:
                 self.repair_tried = max(self.repair_tried, size)
@@ -130,8 +141,27 @@ class PieceMerger:
         self.accepted(piece)
         return result
 
+    def _array_closed(self, piece: Piece, chunk: bytes, end: int) -> Any:
+        """The events of ``chunk`` before the array's ``]`` at ``end``; the text after it (and
+        after every later piece) is the document's tail."""
+        try:
+            result = self.decode_chunk(chunk[:end])
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            self.failed(piece, ValueError("undecodable events before the array's end"))
+            return FAILED
+        start = self.carry_offset if self.carry is not None else piece.offset
+        self.after = bytearray(chunk[end:-1])  # the last byte is the "]" put in place of the cut's ","
+        self.after += piece.sep
+        self.carry = None
+        self.repair_tried = 0
+        self.state.consumed = start + end - 2
+        return result
+
     def finish(self) -> Iterator[Any]:
         state = self.state
+        if self.after is not None:
+            _read_tail(bytes(self.after) + state.rest, state)
+            return
         if self.carry is None:
             yield from _finish(state.rest, state.rest_offset, self.decode_chunk, state)
         else:
@@ -314,7 +344,7 @@ def _finish(
     data = bytes(pending)
     del pending
     tries = 0
-    repaired = False
+    repaired = probed = False
     pos = len(data)
     while tries < 64:
         pos = data.rfind(b"]", 0, pos)
@@ -329,17 +359,32 @@ def _finish(
         try:
             result = decode_chunk(b"[" + body + b"]") if body else None
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            if not probed:  # this "]" may be in the tail ("INFO": [] after traceEvents): find the real end
+                probed = True
+                found = _after_clean_end(data, base, decode_chunk, state)
+                if found is not None:
+                    yield from found
+                    return
             if repaired:  # cutting out damage is tried at the array's end once, not at every ']'
                 continue
             repaired = True
-            result = repair(b"[" + body + b"]", exc, base, decode_chunk, state, final=True)
+            after = data[pos + 1 :]  # this "]" may be in the tail: after the damage the array's real end may come
+            result = repair(b"[" + body + b"]", exc, base, decode_chunk, state, final=True,
+                            ends_array=lambda rest: _parse_tail((rest + after).strip(), state.bare_list) is not None)  # noqa: B023
             if result is FAILED:
                 continue
+            if state.after_array is not None:
+                tail_obj = _parse_tail((state.after_array + after).strip(), state.bare_list)
         state.tail = tail_obj
         state.consumed = base + pos
         if result is not None:
             yield result
         return
+    if not probed:  # no "]" is followed by a readable tail: is the damage after the array?
+        found = _after_clean_end(data, base, decode_chunk, state)
+        if found is not None:
+            yield from found
+            return
     # No well-formed end. Either the document was cut off, or it is complete but malformed.
     # Keep every whole event before the damage either way.
     end = data.rstrip()[-1:]
@@ -348,6 +393,48 @@ def _finish(
     else:
         state.truncated = "the JSON document ends before its event array is closed"
     yield from _salvage(data, base, decode_chunk, state)
+
+
+_WHOLE_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])  # syntax only: no objects built
+
+
+def _clean_end(probe: bytes, bare_list: bool) -> int | None:
+    """Just past the event array's ``]`` in ``probe`` (``[`` + the rest of the document), when
+    every event before it is whole JSON; None when the array is damaged or cut off. One syntax
+    pass finds it whatever the tail holds (arrays after ``traceEvents``, ``]`` in strings)."""
+    try:
+        _WHOLE_EVENTS.decode(probe)
+    except msgspec.DecodeError as exc:
+        return None if bare_list else array_end(probe, exc, closing=True)
+    return len(probe) if bare_list else None
+
+
+def _after_clean_end(data: bytes, base: int, decode_chunk: Callable[[bytes], Any],
+                     state: StreamState) -> list[Any] | None:
+    """The decoded events of ``data`` (the rest of the document) when they are whole JSON up
+    to the array's end, with the tail read into ``state``; None when the array is damaged or
+    cut off (then the caller's repair rules apply)."""
+    probe = b"[" + data
+    end = _clean_end(probe, state.bare_list)
+    if end is None or not _read_tail(probe[end:], state):
+        return None
+    state.consumed = base + end - 1
+    return [decode_chunk(probe[:end])] if probe[1:end - 1].strip() else []
+
+
+def _read_tail(text: bytes, state: StreamState) -> bool:
+    """Parse the document's text after the event array into ``state.tail``. Text that is not
+    the rest of the object (damage after the array) sets ``state.truncated``; every event
+    was read. False when ``text`` is not even the start of such a rest (the caller looks on)."""
+    text = text.strip()
+    tail = _parse_tail(text, state.bare_list)
+    if tail is not None:
+        state.tail = tail
+        return True
+    if state.bare_list or not text.startswith((b",", b"}")):
+        return False
+    state.truncated = f"the {len(text):,} bytes after the event array are not valid JSON and were not read"
+    return True
 
 
 def _first_error(data: bytes, end: bytes, base: int) -> str:
