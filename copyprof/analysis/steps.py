@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from copyprof.taxonomy.annotations import GRAMMARS, parse_step
-from copyprof.taxonomy.copies import is_graph_launch
+from copyprof.taxonomy.copies import d2d_mask, is_graph_launch
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
 # Step ids are below the number of GPU events, far below 2**31: int32 halves ``step_of``
@@ -89,8 +89,10 @@ def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     notes: list[str] = []
     if cpu_ann is not None:
-        _project_through_correlations(events, cpu_ann, gpu_mask, step_of)
+        from_other = _project_through_correlations(events, cpu_ann, gpu_mask, step_of)
         if (step_of >= 0).any():
+            if len(from_other):
+                notes.append(_other_thread_note(events, from_other, step_of))
             return _finish("annotation", grammar, cpu_ann, events, step_of, device, notes)
     gpu_ann, grammar = _step_annotations(events, on_gpu=True)
     if gpu_ann is None:
@@ -107,9 +109,17 @@ def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -
 
 
 def _project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_mask: np.ndarray,
-                                  step_of: np.ndarray) -> None:
-    """Set ``step_of`` of GPU work launched by runtime calls inside each CPU step range (same
-    thread), matched by correlation id; the first range (and the first thread) to claim an id wins.
+                                  step_of: np.ndarray) -> np.ndarray:
+    """Set ``step_of`` of the GPU work launched inside each CPU step range, matched through the
+    correlation ids of the runtime calls; returns the table positions of the GPU ops that only
+    other threads than the range's own launched (empty when the annotating thread alone gives
+    the same steps).
+
+    A step owns what the process launched inside its window (issue 15): a ``ProfilerStep#N``
+    range on the main thread owns the kernels autograd's backward thread and helper threads
+    launched meanwhile. A call is claimed first by a range of its own thread (the rule for
+    ranges that several threads annotate, as before), and otherwise by any range of the
+    process whose window holds it; among ranges, the first to claim an id wins.
 
     numpy columns only (a copy of the runtime rows as a frame cost ~400 MB on a 1 GB dense
     trace), int32 positions, and no sort of calls already in time order: 81 -> ~35 MB of
@@ -117,17 +127,16 @@ def _project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_m
     corr = events["correlation"].to_numpy()
     rt = positions((events["kind"] == "runtime").to_numpy() & (corr >= 0))
     if not len(rt):
-        return
+        return rt
     rt_tid = events["stream"].to_numpy()[rt]
     start = events["start_ns"].to_numpy()
     ann_tid = ann["stream"].to_numpy()
     ann_lo, ann_hi = ann["start_ns"].to_numpy(), (ann["start_ns"] + ann["dur_ns"]).to_numpy()
     threads = pd.unique(rt_tid).tolist()  # in order of first appearance
-    keys, values = [], []
+    own_keys, own_steps, other_keys, other_steps = [], [], [], []
     for tid in threads:
         mine = np.flatnonzero(ann_tid == tid)  # the step ranges of this thread, in time order
-        if not len(mine):
-            continue
+        rest = np.flatnonzero(ann_tid != tid)  # the process's other step ranges
         rows = rt if len(threads) == 1 else rt[rt_tid == tid]  # this thread's runtime calls (table rows)
         starts = start[rows]
         if len(starts) > 1 and (starts[1:] < starts[:-1]).any():  # usually listed in time order already
@@ -135,29 +144,55 @@ def _project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_m
             rows, starts = rows[order], starts[order]
             del order
         rt_step = np.full(len(rows), -1, dtype=STEP_DTYPE)
-        lo = np.searchsorted(starts, ann_lo[mine], side="left")
-        hi = np.searchsorted(starts, ann_hi[mine], side="left")
+        _claim(rt_step, starts, ann_lo[mine], ann_hi[mine], mine)
+        own = rt_step >= 0
+        _claim(rt_step, starts, ann_lo[rest], ann_hi[rest], rest)
         del starts
-        for a, b, i in zip(lo.tolist(), hi.tolist(), mine.tolist()):
-            rt_step[a:b] = np.where(rt_step[a:b] < 0, i, rt_step[a:b])
-        keep = rt_step >= 0
-        keys.append(corr[rows[keep]])
-        values.append(rt_step[keep])
-    if not keys:
-        return
-    uniq = keys[0] if len(keys) == 1 else np.concatenate(keys)
-    step_by_key = values[0] if len(values) == 1 else np.concatenate(values)
-    del keys, values
-    if len(uniq) > 1 and not (uniq[1:] > uniq[:-1]).all():  # ids usually grow with time: sorted, unique
-        uniq, first = np.unique(uniq, return_index=True)  # first claim of each id
-        step_by_key = step_by_key[first]
-    if not len(uniq):
-        return
+        other = (rt_step >= 0) & ~own
+        own_keys.append(corr[rows[own]])
+        own_steps.append(rt_step[own])
+        other_keys.append(corr[rows[other]])
+        other_steps.append(rt_step[other])
+    keys = np.concatenate(own_keys + other_keys)  # own-thread claims first: they win a shared id
+    step_by_key = np.concatenate(own_steps + other_steps)
+    by_other = np.repeat([False, True], [sum(map(len, own_keys)), sum(map(len, other_keys))])
+    del own_keys, own_steps, other_keys, other_steps
+    if not len(keys):
+        return rt[:0]
+    if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():  # ids usually grow with time: sorted, unique
+        keys, first = np.unique(keys, return_index=True)  # first claim of each id
+        step_by_key, by_other = step_by_key[first], by_other[first]
+    from_other = []
     for lo in range(0, len(corr), ROWS_PER_PASS):  # blockwise: the lookups' temporaries stay small
         gpu = lo + np.flatnonzero(gpu_mask[lo : lo + ROWS_PER_PASS])
-        at = np.clip(np.searchsorted(uniq, corr[gpu]), 0, len(uniq) - 1)
-        hit = uniq[at] == corr[gpu]
+        at = np.clip(np.searchsorted(keys, corr[gpu]), 0, len(keys) - 1)
+        hit = keys[at] == corr[gpu]
         step_of[gpu[hit]] = step_by_key[at[hit]]
+        if by_other.any():
+            from_other.append(gpu[hit][by_other[at[hit]]])
+    return np.concatenate(from_other) if from_other else rt[:0]
+
+
+def _claim(rt_step: np.ndarray, starts: np.ndarray, lo_ns: np.ndarray, hi_ns: np.ndarray, index: np.ndarray) -> None:
+    """Give the calls (``starts`` sorted) inside each range [lo, hi) the range's ``index``
+    where no earlier range claimed them."""
+    if not len(index):
+        return
+    lo = np.searchsorted(starts, lo_ns, side="left")
+    hi = np.searchsorted(starts, hi_ns, side="left")
+    for a, b, i in zip(lo.tolist(), hi.tolist(), index.tolist()):
+        rt_step[a:b] = np.where(rt_step[a:b] < 0, i, rt_step[a:b])
+
+
+def _other_thread_note(events: pd.DataFrame, from_other: np.ndarray, step_of: np.ndarray) -> str:
+    """Say how the steps differ from what the annotating thread alone launched."""
+    copies = int(d2d_mask(events.iloc[from_other]).sum())
+    steps = len(np.unique(step_of[from_other]))
+    counted = int((step_of >= 0).sum())
+    return (f"{len(from_other):,} of the {counted:,} GPU ops in the steps ({copies:,} device-to-device copies) were "
+            f"launched inside the step windows by other threads of the process than the one with the step ranges "
+            f"(autograd's backward thread, helper threads), in {steps} step(s); they are counted. The annotating "
+            f"thread alone launched {counted - len(from_other):,} ops.")
 
 
 def _finish(rule: str, grammar: str, ann: pd.DataFrame, events: pd.DataFrame, step_of: np.ndarray,
