@@ -18,7 +18,7 @@ import pandas as pd
 from copyprof.analysis.census import Census, take_census
 from copyprof.analysis.estimate import copy_speed, estimate
 from copyprof.analysis.replica_timing import load_timing, timing_summary
-from copyprof.analysis.steps import Steps, segment
+from copyprof.analysis.steps import Steps, segment, step_warnings
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace, name_array
 from copyprof.models import ModelLayout
@@ -140,7 +140,8 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         "metadata": _run_metadata(path, meta.metadata),
         "step_series": _step_series(head),
         "timeline": _timeline(head),
-        "warnings": [w for t in rank_traces for w in t.meta.warnings] + [f"{t.meta.path}: partly read: {t.meta.partial}" for t in rank_traces if t.meta.partial],
+        "warnings": [w for t in rank_traces for w in t.meta.warnings] + [f"{t.meta.path}: partly read: {t.meta.partial}" for t in rank_traces if t.meta.partial]
+        + step_warnings([(a.rank, a.steps) for a in analyses]),
     }
     if decode_n == 0:
         out["notes"].append("no pure-decode steps found: figures are empty (try --all-steps)")

@@ -43,6 +43,7 @@ class Steps:
     step_of: np.ndarray
     device: int
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # low-confidence results: shown in every output format
 
     @property
     def decode(self) -> pd.DataFrame:
@@ -57,11 +58,25 @@ def segment(events: pd.DataFrame) -> Steps:
     # every selected row (8 bytes each) only to be dropped
     device = int(pd.Series(events["device"].to_numpy()[gpu_mask]).value_counts().idxmax())
     gpu_mask &= events["device"].to_numpy() == device
-    for rule in (_annotation_steps, _graph_launch_steps, _idle_gap_steps):
+    for rule in (_annotation_steps, _graph_launch_steps):
         found = rule(events, gpu_mask, device)
         if found is not None:
             return found
-    return Steps("none", _empty_table(), np.full(len(events), -1, dtype=STEP_DTYPE), device, ["no steps could be found"])
+    found, why = _idle_gap_steps(events, gpu_mask, device)
+    if found is not None:
+        return found
+    return _no_steps(events, device, why)
+
+
+def _no_steps(events: pd.DataFrame, device: int, why: str) -> Steps:
+    """No rule found steps: say so plainly, and where the trace's copies can still be seen."""
+    copies = int(d2d_mask(events).sum())
+    warning = ("no steps were found: the trace has no step annotations and no graph launches, "
+               f"and its idle gaps show no step structure ({why}); per-step figures are empty, not zero")
+    if copies:
+        warning += f". The trace has {copies:,} device-to-device copies in all: `copyprof inspect` lists them"
+    return Steps("none", _empty_table(), np.full(len(events), -1, dtype=STEP_DTYPE), device, ["no steps could be found"],
+                 [warning])
 
 
 def _empty_table() -> pd.DataFrame:
@@ -223,47 +238,107 @@ def _graph_launch_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int)
     n = len(launches)
     table = _build_table(events, step_of, [str(x) for x in launches["name"]], [None] * n, [True] * n)
     notes = ["each graph launch is taken as one decode step (no step annotations); tokens are inferred"]
-    return Steps("graph-launch", table, step_of, device, notes)
+    warnings = [f"steps are inferred, not marked: each of the {n:,} graph launches is taken as one decode step (the "
+                "trace has no step annotations); an engine that replays several graphs per step (piecewise CUDA "
+                "graphs) gives figures per graph, not per step"]
+    return Steps("graph-launch", table, step_of, device, notes, warnings)
 
 
-def _idle_gap_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> Steps | None:
+# What the idle-gap rule must find before it calls segments steps (issue 15: on a GPU-only
+# trace it once cut at 3 µs and reported 13 one-kernel "decode steps"; on the MI350X rocprofv3
+# sample it took 1 of 7 unrelated segments and showed 0 copies per step). The floors are
+# chosen, not measured: a launch gap inside a step is a few µs, and an engine's host work
+# between decode steps (scheduling, sampling, input preparation) takes longer than 50 µs;
+# a transformer decode step runs several kernels per layer, far more than 10.
+MIN_GAP_NS = 50_000
+MIN_REPEATS = 3
+MIN_KERNELS = 10
+_STANDOUT = 3.0  # a threshold candidate is a gap at least this many times the next smaller one
+
+
+def _idle_gap_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> tuple[Steps | None, str]:
+    """Steps from idle gaps, or None and why none were taken. Each gap that stands out among
+    the larger gaps is tried as the cut, most outstanding first; the first that meets the
+    floors above with one modal segment size wins."""
     idx = np.flatnonzero(gpu_mask)
     if len(idx) < 4:
-        return None
+        return None, f"{len(idx)} GPU events"
     order = idx[np.argsort(events["start_ns"].to_numpy()[idx], kind="stable")]
     starts = events["start_ns"].to_numpy()[order]
     ends = starts + events["dur_ns"].to_numpy()[order]
     gaps = starts[1:] - np.maximum.accumulate(ends)[:-1]
-    cut = _gap_threshold(gaps)
-    if cut is None:
-        return None
-    boundaries = np.flatnonzero(gaps >= cut) + 1
-    seg_id = np.zeros(len(order), dtype=np.int64)
-    seg_id[boundaries] = 1
-    seg_id = np.cumsum(seg_id)
-    sizes = np.bincount(seg_id)
-    modal = int(np.bincount(sizes).argmax())
+    candidates = _gap_thresholds(gaps)
+    if not candidates:
+        return None, "no idle gap stands out"
+    is_kernel = (events["kind"] == "kernel").to_numpy()[order]
+    first_why = ""
+    for cut in candidates:
+        seg_id = np.concatenate(([0], np.cumsum(gaps >= cut)))
+        sizes = np.bincount(seg_id)
+        why, modal = _structure(cut, sizes, np.bincount(seg_id, weights=is_kernel))
+        if why is None:
+            return _gap_steps(events, order, seg_id, sizes, modal, cut, device), ""
+        first_why = first_why or why
+    return None, first_why
+
+
+def _structure(cut: float, sizes: np.ndarray, kernels: np.ndarray) -> tuple[str | None, int]:
+    """Why segments cut at ``cut`` are not steps (None when they are), and the modal size."""
+    freq = np.bincount(sizes)
+    modal = int(freq.argmax())
+    repeats = int(freq[modal])
+    if cut < MIN_GAP_NS:
+        return f"the gap that stands out is {cut / 1e3:.1f} µs, under the {MIN_GAP_NS / 1e3:.0f} µs floor", modal
+    if repeats < MIN_REPEATS:
+        return (f"cut at gaps >= {cut / 1e3:.1f} µs, no segment size repeats {MIN_REPEATS} times "
+                f"({len(sizes)} segments of {len(set(sizes.tolist()))} sizes)"), modal
+    if (freq == repeats).sum() > 1:
+        tied = ", ".join(str(int(x)) for x in np.flatnonzero(freq == repeats))
+        return f"cut at gaps >= {cut / 1e3:.1f} µs, segments of {tied} events are equally common", modal
+    per_step = float(np.median(kernels[sizes == modal]))
+    if per_step < MIN_KERNELS:
+        return (f"cut at gaps >= {cut / 1e3:.1f} µs, the repeating segments hold a median of {per_step:g} "
+                f"kernel(s), fewer than {MIN_KERNELS}"), modal
+    return None, modal
+
+
+def _gap_steps(events: pd.DataFrame, order: np.ndarray, seg_id: np.ndarray, sizes: np.ndarray, modal: int,
+               cut: float, device: int) -> Steps:
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     step_of[order] = seg_id
     n = len(sizes)
     table = _build_table(events, step_of, [f"segment {i}" for i in range(n)], [None] * n, list(sizes == modal))
+    taken = int((sizes == modal).sum())
     notes = [f"no step markers or launch correlations: GPU work cut at idle gaps >= {cut / 1e3:.1f} µs; "
-             f"{int((sizes == modal).sum())} of {n} segments have the repeating size of {modal} events and are "
-             "taken as decode steps"]
-    return Steps("idle-gap", table, step_of, device, notes)
+             f"{taken} of {n} segments have the repeating size of {modal} events and are taken as decode steps"]
+    warnings = [f"steps are inferred, not marked: the GPU timeline was cut at idle gaps >= {cut / 1e3:.1f} µs and the "
+                f"{taken} of {n} segments with the repeating size ({modal} events) are taken as decode steps; "
+                "check that count against the capture"]
+    return Steps("idle-gap", table, step_of, device, notes, warnings)
 
 
-def _gap_threshold(gaps: np.ndarray) -> float | None:
-    """The gap size at the largest relative jump among the larger gaps."""
+def _gap_thresholds(gaps: np.ndarray) -> list[float]:
+    """Gap sizes that stand out among the larger gaps (each at least _STANDOUT times the next
+    smaller one), the largest jump first."""
     g = np.sort(gaps[gaps > 0])[::-1].astype(float)
     if len(g) < 3:
-        return None
+        return []
     top = g[: max(3, len(g) // 3)]
     ratios = top[:-1] / np.maximum(top[1:], 1.0)
-    k = int(np.argmax(ratios))
-    if ratios[k] < 3.0:
-        return None  # no gap stands out: no step structure to find
-    return float(top[k])
+    ks = [k for k in np.argsort(-ratios, kind="stable").tolist() if ratios[k] >= _STANDOUT]
+    return [float(top[k]) for k in ks]
+
+
+def step_warnings(analyses: list[tuple[int, Steps]]) -> list[str]:
+    """The low-confidence warnings of every rank's steps, for a run's ``warnings``: a warning
+    every rank has is said once; others name their rank."""
+    if not analyses:
+        return []
+    common = set.intersection(*(set(s.warnings) for _, s in analyses))
+    out = [w for w in analyses[0][1].warnings if w in common]
+    for rank, s in analyses:
+        out += [f"rank {rank}: {w}" for w in s.warnings if w not in common]
+    return out
 
 
 def _build_table(events: pd.DataFrame, step_of: np.ndarray, labels: list[str], tokens: list[int | None],
@@ -327,7 +402,9 @@ def _cpu_annotation_steps(events: pd.DataFrame) -> Steps:
     ann, grammar = _step_annotations(events, on_gpu=False)
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     if ann is None:
-        return Steps("none", _empty_table(), step_of, -1, ["no GPU events and no step annotations"])
+        return Steps("none", _empty_table(), step_of, -1, ["no GPU events and no step annotations"],
+                     ["no steps were found: the trace has no GPU events and no step annotations; per-step figures "
+                      "are empty, not zero"])
     starts = events["start_ns"].to_numpy()
     host = (events["kind"] == "cpu_op").to_numpy()
     for i, (s, d, tid) in enumerate(zip(ann["start_ns"], ann["dur_ns"], ann["stream"])):

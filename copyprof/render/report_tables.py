@@ -28,11 +28,14 @@ def fmt_pct(v: float | None) -> str:
 def census_table(run: dict[str, Any]) -> TableData:
     ps = run["per_step"]
     t = TableData("census", "Copies per decode step (median over steps)", ["copy site", "per step", "ms/step"])
-    t.rows.append(["post-projection, MLA layers", ps["post_proj"]["mla"], fmt_ms(ps["post_proj_ms"]["mla"])])
-    t.rows.append(["post-projection, KDA layers", ps["post_proj"]["kda"], fmt_ms(ps["post_proj_ms"]["kda"])])
-    t.rows.append(["post-projection, total", ps["post_proj"]["total"], fmt_ms(ps["post_proj_ms"]["total"])])
-    t.rows.append(["other device-to-device copies", ps["other"], fmt_ms(ps["other_ms"])])
-    t.rows.append(["all device-to-device copies", ps["copies"], fmt_ms(_sum(ps["post_proj_ms"]["total"], ps["other_ms"]))])
+    none = not run["steps"]["decode"]  # no step counted: a median over no steps is no figure, not 0 (issue 15)
+    n = (lambda v: "–") if none else (lambda v: v)  # noqa: E731
+    t.rows.append(["post-projection, MLA layers", n(ps["post_proj"]["mla"]), fmt_ms(None if none else ps["post_proj_ms"]["mla"])])
+    t.rows.append(["post-projection, KDA layers", n(ps["post_proj"]["kda"]), fmt_ms(None if none else ps["post_proj_ms"]["kda"])])
+    t.rows.append(["post-projection, total", n(ps["post_proj"]["total"]), fmt_ms(None if none else ps["post_proj_ms"]["total"])])
+    t.rows.append(["other device-to-device copies", n(ps["other"]), fmt_ms(None if none else ps["other_ms"])])
+    t.rows.append(["all device-to-device copies", n(ps["copies"]),
+                   fmt_ms(None if none else _sum(ps["post_proj_ms"]["total"], ps["other_ms"]))])
     if ps.get("host_copies") is not None:
         t.rows.append(["host-side aten::copy_ ops (CPU trace)", ps["host_copies"], "–"])
     t.note = run["attribution"].get("message")

@@ -100,4 +100,6 @@ def render_csv(runs: list[dict[str, Any]], *, labels: list[str], by_rank: bool) 
             for i, row in enumerate(t.rows):
                 for col, val in zip(t.columns, row):
                     w.writerow([label, t.key, i, col, val])
+        for i, text in enumerate(run.get("warnings") or []):  # low-confidence results: said in every format
+            w.writerow([label, "warnings", i, "warning", text])
     return buf.getvalue()
