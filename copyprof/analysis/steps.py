@@ -191,7 +191,12 @@ def _project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_m
 def _claim(rt_step: np.ndarray, starts: np.ndarray, lo_ns: np.ndarray, hi_ns: np.ndarray, index: np.ndarray) -> None:
     """Give the calls (``starts`` sorted) inside each range [lo, hi) the range's ``index``
     where no earlier range claimed them."""
-    if not len(index):
+    if not len(index) or not len(starts):
+        return
+    if len(index) > 1 and (lo_ns[1:] >= hi_ns[:-1]).all():  # disjoint ranges in time order (the usual case): one lookup
+        at = np.searchsorted(lo_ns, starts, side="right") - 1
+        inside = (at >= 0) & (starts < hi_ns[np.maximum(at, 0)]) & (rt_step < 0)
+        rt_step[inside] = index[at[inside]]
         return
     lo = np.searchsorted(starts, lo_ns, side="left")
     hi = np.searchsorted(starts, hi_ns, side="left")
