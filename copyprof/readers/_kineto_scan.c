@@ -25,10 +25,10 @@
  */
 #include "_json_scan.h"
 
-#define N_INTS 10
+#define N_INTS 11
 /* Order of the integer args columns; kineto_native.py names them in the same order. */
 enum { A_DEVICE, A_FROM_DEVICE, A_STREAM, A_CORRELATION, A_EXTERNAL_ID, A_EXTERNAL_ID_LEGACY,
-       A_BYTES, A_SIZE, A_GRAPH_ID, A_GRAPH_NODE_ID };
+       A_BYTES, A_SIZE, A_GRAPH_ID, A_GRAPH_NODE_ID, A_RANK };
 
 typedef struct {
     int32_t cat;       /* index into the chunk's distinct categories, -1 absent/null */
@@ -262,9 +262,10 @@ static int read_args(Cur *c, Row *r, Tables *t) {
         else if (KEY("size")) slot = A_SIZE;
         else if (KEY("graph id")) slot = A_GRAPH_ID;
         else if (KEY("graph node id")) slot = A_GRAPH_NODE_ID;
-        else if (KEY("grid")) bit = 10;
-        else if (KEY("block")) bit = 11;
-        else if (KEY("kind")) bit = 12;
+        else if (KEY("rank")) slot = A_RANK;
+        else if (KEY("grid")) bit = N_INTS;
+        else if (KEY("block")) bit = N_INTS + 1;
+        else if (KEY("kind")) bit = N_INTS + 2;
         if (slot >= 0) bit = slot;
         if (bit >= 0) {
             if (seen & (1u << bit)) DECLINE(c, "duplicate args key");
@@ -272,11 +273,11 @@ static int read_args(Cur *c, Row *r, Tables *t) {
         }
         if (slot >= 0) {
             if (read_id(c, t, slot, &r->ints[slot]) < 0) return -1;
-        } else if (bit == 10) {
+        } else if (bit == N_INTS) {
             if (read_dims(c, t, O_GRID, r->grid) < 0) return -1;
-        } else if (bit == 11) {
+        } else if (bit == N_INTS + 1) {
             if (read_dims(c, t, O_BLOCK, r->block) < 0) return -1;
-        } else if (bit == 12) {
+        } else if (bit == N_INTS + 2) {
             unsigned char ch = c->p < c->end ? *c->p : 0;
             if (ch == '"') {
                 const unsigned char *s; Py_ssize_t n;

@@ -41,7 +41,8 @@ import msgspec
 import numpy as np
 from msgspec.structs import astuple
 
-from copyprof.readers.kineto_chunk import CATMAP, MEMCPY, ODD_FIELDS, ChunkResult, Kept, assemble, fits_int64, kept_rows
+from copyprof.readers.kineto_chunk import (CATMAP, MEMCPY, ODD_FIELDS, ChunkResult, Kept, assemble, event_ranks, fits_int64,
+                                          kept_rows)
 
 # Concrete field types let msgspec decode ~3x faster than `Any`; unions cover the spellings
 # seen in real files (roctracer writes runtime args as strings: "bytes": "9216", "kind": "1").
@@ -65,6 +66,7 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):  # frozen: EMPTY_ARGS is
     graph_id: IntLike = msgspec.field(default=-1, name="graph id")
     graph_node_id: IntLike = msgspec.field(default=-1, name="graph node id")
     from_device: IntLike = msgspec.field(default=-1, name="fromDevice")  # CUPTI PtoP has no `device`
+    rank: IntLike = -1  # TraceLens' TraceFusion writes each event's rank here in merged multi-rank files
 
 
 EMPTY_ARGS = EventArgs()
@@ -101,7 +103,7 @@ _FAST = msgspec.json.Decoder(list[AnyEvent])
 _GENERIC = msgspec.json.Decoder()
 _ARG_FIELDS = EventArgs.__struct_fields__
 INT_ARGS = ("device", "from_device", "stream", "correlation", "external_id", "external_id_legacy",
-            "bytes", "size", "graph_id", "graph_node_id")
+            "bytes", "size", "graph_id", "graph_node_id", "rank")
 
 
 @contextmanager
@@ -305,24 +307,27 @@ def columnize(events: list[Any], odd: np.ndarray | None = None) -> ChunkResult:
     del events
     kind_all, gpu_all = _kinds(_field(complete, "cat"))
     codes_all, names_all = _factorize(_field(complete, "name"))
-    res, keep = kept_rows(kind_all, codes_all, names_all)
-    if odd is not None:
-        res.odd = odd
-    ts_f = _kept_field(complete, "ts", keep, np.float64, to_float)
-    dur_f = _kept_field(complete, "dur", keep, np.float64, to_float)
-    pid_i = _kept_field(complete, "pid", keep, np.int64, to_int)
-    tid_i = _kept_field(complete, "tid", keep, np.int64, to_tid)
+    pids = _field(complete, "pid")
     args = _field(complete, "args")
-    del complete
     if None in args:
         args = [x if x is not None else EMPTY_ARGS for x in args]
     fields = dict(zip(_ARG_FIELDS, _fields(args, len(_ARG_FIELDS))))
     del args
+    rank_all = event_ranks(to_int(fields["rank"]), pids)
+    res, keep = kept_rows(kind_all, codes_all, names_all, rank_all)
+    if odd is not None:
+        res.odd = odd
+    ts_f = _kept_field(complete, "ts", keep, np.float64, to_float)
+    dur_f = _kept_field(complete, "dur", keep, np.float64, to_float)
+    pid_i = _kept(pids, keep, np.int64, to_int)
+    tid_i = _kept_field(complete, "tid", keep, np.int64, to_tid)
+    del complete, pids
     kind = kind_all[keep]
     memcpy_rows = np.flatnonzero(keep)[kind == MEMCPY].tolist()
     return assemble(res, Kept(
         kind=kind, on_gpu=gpu_all[keep], codes=codes_all[keep], names=names_all, ts=ts_f, dur=dur_f,
-        pid=pid_i, tid=tid_i, ints={f: _kept(fields[f], keep, np.int64, to_int) for f in INT_ARGS},
+        pid=pid_i, tid=tid_i, ints={f: _kept(fields[f], keep, np.int64, to_int) for f in INT_ARGS if f != "rank"},
+        rank=rank_all[keep],
         grid=_dim3(fields["grid"], len(keep))[keep],  # _dim3 is exact value by value: mask afterwards
         block=_dim3(fields["block"], len(keep))[keep],
         copy_kind=[k if isinstance(k, str) else "" for k in map(fields["kind"].__getitem__, memcpy_rows)]))
