@@ -64,8 +64,13 @@ def test_repeated_domains_are_not_merged(tmp_path):
 
 
 def test_rocprofv3_outputs_we_do_not_read_stay_out(tmp_path):
-    # rocprofv3's own names for other outputs are not sniffed: an HSA API trace has the API
-    # header but nothing copyprof reads.
-    (tmp_path / "908_hsa_api_trace.csv").write_bytes((GEN3 / "908_hip_api_trace.csv").read_bytes())
+    # An HSA API trace has the API header but no row copyprof reads; statistics files are never
+    # sniffed; a HIP API file under rocprofv3's other name for it (the rocprofiler-sdk docs'
+    # hip_runtime_trace.csv) is read by its rows.
+    hip = (GEN3 / "908_hip_api_trace.csv").read_text().splitlines()
+    (tmp_path / "908_hsa_api_trace.csv").write_text("\n".join([hip[0]] + [r.replace('"HIP_', '"HSA_')
+                                                                         for r in hip[1:]]) + "\n")
     (tmp_path / "908_kernel_stats.csv").write_text("Name,Calls\n")
     assert csv_groups([str(tmp_path)]) == []
+    (tmp_path / "908_hip_runtime_trace.csv").write_text("\n".join(hip) + "\n")
+    assert [[Path(p).name for p in g] for g in csv_groups([str(tmp_path)])] == [["908_hip_runtime_trace.csv"]]

@@ -76,33 +76,35 @@ def is_rocprofv3_csv(head: bytes) -> bool:
     return _domain_of(_header_fields(head)) in ("kernel", "memcpy", "api")
 
 
-# rocprofv3's own names for outputs this reader does not read (HSA API, stats, counters, ...):
-# such files are not sniffed by header either.
-_OTHER_OUTPUT_RE = re.compile(r"^(?:.*_)?(?:[a-z_]+_(?:trace|stats)|counter_collection|summary)\.csv(?:\.gz)?$", re.I)
-_DOMAIN_FILE = {"kernel": "kernel_trace", "memcpy": "memory_copy_trace", "api": "hip_api_trace",
-                "agents": "agent_info"}
+# rocprofv3's outputs whose headers can look like a trace's but are not (kernel statistics,
+# counter collection): never sniffed by header.
+_OTHER_OUTPUT_RE = re.compile(r"^(?:.*_)?(?:[a-z_]*stats|counter_collection|summary)\.csv(?:\.gz)?$", re.I)
+_DOMAIN_FILE = {"kernel": "kernel_trace", "memcpy": "memory_copy_trace", "agents": "agent_info"}
 
 
 def domain_by_header(path: str) -> str | None:
     """The rocprofv3 domain (a DOMAINS name) a CSV holds, from its header and first row, for
-    files whose names do not say it (renamed or hand-collected parts); None when it is none."""
+    files whose names do not say it (renamed or hand-collected parts); None when it is none
+    we read (API files of other domains than HIP and markers: HSA, RCCL, ...)."""
     from copyprof.readers.source import head_bytes
 
     try:
         head = head_bytes(path)
     except OSError:
         return None
-    domain = _DOMAIN_FILE.get(_domain_of(_header_fields(head)) or "")
-    if domain == "hip_api_trace":  # hip and marker API files share a header: the first row's Domain tells
-        lines = head.split(b"\n", 2)
-        fields = _header_fields(head)
-        try:
-            row = next(csv.reader([lines[1].decode("utf-8", "replace")])) if len(lines) > 1 else []
-        except csv.Error:
-            row = []
-        if len(row) == len(fields) and row[fields.index("domain")].strip().upper().startswith("MARKER"):
-            domain = "marker_api_trace"
-    return domain
+    fields = _header_fields(head)
+    kind = _domain_of(fields)
+    if kind is None or any(c not in fields for c in _REQUIRED[kind]):
+        return None
+    if kind != "api":
+        return _DOMAIN_FILE[kind]
+    lines = head.split(b"\n", 2)  # hip and marker API files share a header: the first row's Domain tells
+    try:
+        row = next(csv.reader([lines[1].decode("utf-8", "replace")])) if len(lines) > 2 else []
+    except csv.Error:
+        row = []
+    domain = row[fields.index("domain")].strip().upper() if len(row) == len(fields) else ""
+    return "marker_api_trace" if domain.startswith("MARKER") else "hip_api_trace" if domain.startswith("HIP") else None
 
 
 def csv_groups(paths: list[str]) -> list[list[str]]:
