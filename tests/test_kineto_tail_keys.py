@@ -97,3 +97,15 @@ def test_damaged_tail_keeps_every_event(tmp_path):
     [trace] = read_kineto(str(path))
     assert trace.meta.kind_counts["kernel"] == 10
     assert "after the event array are not valid JSON" in trace.meta.partial
+
+
+def test_invalid_utf8_at_the_end_is_damage_not_a_traceback(tmp_path):
+    # Found by the fuzzer (kineto:8:non_utf8:251595023644780:1024): the syntax pass that finds the
+    # array's end does not check UTF-8 inside strings; the decode after it does, and its error
+    # must lead to the usual repair, not escape.
+    path = _write(tmp_path / "t.json", 10, TAILS["info"])
+    text = path.read_bytes()
+    at = text.rindex(b'"kernel_')
+    path.write_bytes(text[:at + 1] + b"\xff\xfe" + text[at + 3:])
+    [trace] = read_kineto(str(path))
+    assert trace.meta.kind_counts["kernel"] == 9 and "skipped" in trace.meta.partial

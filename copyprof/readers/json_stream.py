@@ -416,10 +416,16 @@ def _after_clean_end(data: bytes, base: int, decode_chunk: Callable[[bytes], Any
     cut off (then the caller's repair rules apply)."""
     probe = b"[" + data
     end = _clean_end(probe, state.bare_list)
-    if end is None or not _read_tail(probe[end:], state):
+    if end is None:
+        return None
+    try:  # the syntax pass does not check everything the decoder does (UTF-8 inside strings)
+        result = [decode_chunk(probe[:end])] if probe[1:end - 1].strip() else []
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if not _read_tail(probe[end:], state):
         return None
     state.consumed = base + end - 1
-    return [decode_chunk(probe[:end])] if probe[1:end - 1].strip() else []
+    return result
 
 
 def _read_tail(text: bytes, state: StreamState) -> bool:
