@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from copyprof.analysis import step_ops
+from copyprof.analysis import step_projection
 from copyprof.analysis import steps as steps_module
 from copyprof.analysis.steps import Steps, step_extents
 from copyprof.events import KINDS
@@ -114,7 +115,7 @@ def test_correlation_projection_follows_its_definition(seed: int, monkeypatch: p
                         "start_ns": np.array([0, 100, 400, 600], dtype=np.int64),
                         "dur_ns": np.array([390, 450, 300, 400], dtype=np.int64)})
     gpu_mask = np.isin(kind, ["kernel", "memcpy"])
-    monkeypatch.setattr(steps_module, "ROWS_PER_PASS", int(rng.integers(1, 300)))
+    monkeypatch.setattr(step_projection, "ROWS_PER_PASS", int(rng.integers(1, 300)))
     got = np.full(n, -1, dtype=steps_module.STEP_DTYPE)
-    steps_module._project_through_correlations(events, ann, gpu_mask, got)
+    step_projection.project_through_correlations(events, ann, gpu_mask, got)
     assert got.tolist() == _projection_by_definition(events, ann, gpu_mask).tolist()

@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from copyprof.analysis.step_projection import other_thread_note, project_through_correlations
+from copyprof.analysis.step_rows import ROWS_PER_PASS, STEP_DTYPE, positions, step_extents
 from copyprof.taxonomy.annotations import GRAMMARS, parse_step
 from copyprof.taxonomy.copies import d2d_mask, is_graph_launch
 
+__all__ = ["GPU_KINDS", "ROWS_PER_PASS", "STEP_DTYPE", "Steps", "positions", "segment", "step_extents", "step_warnings"]
+
 GPU_KINDS = ("kernel", "memcpy", "memset")
-# Step ids are below the number of GPU events, far below 2**31: int32 halves ``step_of``
-# (one value per event) and every gather from it.
-STEP_DTYPE = np.int32
-ROWS_PER_PASS = 1 << 16  # rows a blockwise pass over the table takes at once: a few MB of temporaries
 
 
 @dataclass
@@ -104,10 +104,10 @@ def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     notes: list[str] = []
     if cpu_ann is not None:
-        from_other = _project_through_correlations(events, cpu_ann, gpu_mask, step_of)
+        from_other = project_through_correlations(events, cpu_ann, gpu_mask, step_of)
         if (step_of >= 0).any():
             if len(from_other):
-                notes.append(_other_thread_note(events, from_other, step_of))
+                notes.append(other_thread_note(events, from_other, step_of))
             return _finish("annotation", grammar, cpu_ann, events, step_of, device, notes)
     gpu_ann, grammar = _step_annotations(events, on_gpu=True)
     if gpu_ann is None:
@@ -121,98 +121,6 @@ def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -
         return None
     notes.append("GPU work assigned by gpu_user_annotation ranges (no launch correlations in the trace)")
     return _finish("annotation", grammar, gpu_ann, events, step_of, device, notes)
-
-
-def _project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_mask: np.ndarray,
-                                  step_of: np.ndarray) -> np.ndarray:
-    """Set ``step_of`` of the GPU work launched inside each CPU step range, matched through the
-    correlation ids of the runtime calls; returns the table positions of the GPU ops that only
-    other threads than the range's own launched (empty when the annotating thread alone gives
-    the same steps).
-
-    A step owns what the process launched inside its window (issue 15): a ``ProfilerStep#N``
-    range on the main thread owns the kernels autograd's backward thread and helper threads
-    launched meanwhile. A call is claimed first by a range of its own thread (the rule for
-    ranges that several threads annotate, as before), and otherwise by any range of the
-    process whose window holds it; among ranges, the first to claim an id wins.
-
-    numpy columns only (a copy of the runtime rows as a frame cost ~400 MB on a 1 GB dense
-    trace), int32 positions, and no sort of calls already in time order: 81 -> ~35 MB of
-    temporaries on the 1.3 M runtime calls of a 1 GB eager A100 trace."""
-    corr = events["correlation"].to_numpy()
-    rt = positions((events["kind"] == "runtime").to_numpy() & (corr >= 0))
-    if not len(rt):
-        return rt
-    rt_tid = events["stream"].to_numpy()[rt]
-    start = events["start_ns"].to_numpy()
-    ann_tid = ann["stream"].to_numpy()
-    ann_lo, ann_hi = ann["start_ns"].to_numpy(), (ann["start_ns"] + ann["dur_ns"]).to_numpy()
-    threads = pd.unique(rt_tid).tolist()  # in order of first appearance
-    own_keys, own_steps, other_keys, other_steps = [], [], [], []
-    for tid in threads:
-        mine = np.flatnonzero(ann_tid == tid)  # the step ranges of this thread, in time order
-        rest = np.flatnonzero(ann_tid != tid)  # the process's other step ranges
-        rows = rt if len(threads) == 1 else rt[rt_tid == tid]  # this thread's runtime calls (table rows)
-        starts = start[rows]
-        if len(starts) > 1 and (starts[1:] < starts[:-1]).any():  # usually listed in time order already
-            order = np.argsort(starts, kind="stable")
-            rows, starts = rows[order], starts[order]
-            del order
-        rt_step = np.full(len(rows), -1, dtype=STEP_DTYPE)
-        _claim(rt_step, starts, ann_lo[mine], ann_hi[mine], mine)
-        own = rt_step >= 0
-        _claim(rt_step, starts, ann_lo[rest], ann_hi[rest], rest)
-        del starts
-        other = (rt_step >= 0) & ~own
-        own_keys.append(corr[rows[own]])
-        own_steps.append(rt_step[own])
-        other_keys.append(corr[rows[other]])
-        other_steps.append(rt_step[other])
-    keys = np.concatenate(own_keys + other_keys)  # own-thread claims first: they win a shared id
-    step_by_key = np.concatenate(own_steps + other_steps)
-    by_other = np.repeat([False, True], [sum(map(len, own_keys)), sum(map(len, other_keys))])
-    del own_keys, own_steps, other_keys, other_steps
-    if not len(keys):
-        return rt[:0]
-    if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():  # ids usually grow with time: sorted, unique
-        keys, first = np.unique(keys, return_index=True)  # first claim of each id
-        step_by_key, by_other = step_by_key[first], by_other[first]
-    from_other = []
-    for lo in range(0, len(corr), ROWS_PER_PASS):  # blockwise: the lookups' temporaries stay small
-        gpu = lo + np.flatnonzero(gpu_mask[lo : lo + ROWS_PER_PASS])
-        at = np.clip(np.searchsorted(keys, corr[gpu]), 0, len(keys) - 1)
-        hit = keys[at] == corr[gpu]
-        step_of[gpu[hit]] = step_by_key[at[hit]]
-        if by_other.any():
-            from_other.append(gpu[hit][by_other[at[hit]]])
-    return np.concatenate(from_other) if from_other else rt[:0]
-
-
-def _claim(rt_step: np.ndarray, starts: np.ndarray, lo_ns: np.ndarray, hi_ns: np.ndarray, index: np.ndarray) -> None:
-    """Give the calls (``starts`` sorted) inside each range [lo, hi) the range's ``index``
-    where no earlier range claimed them."""
-    if not len(index) or not len(starts):
-        return
-    if len(index) > 1 and (lo_ns[1:] >= hi_ns[:-1]).all():  # disjoint ranges in time order (the usual case): one lookup
-        at = np.searchsorted(lo_ns, starts, side="right") - 1
-        inside = (at >= 0) & (starts < hi_ns[np.maximum(at, 0)]) & (rt_step < 0)
-        rt_step[inside] = index[at[inside]]
-        return
-    lo = np.searchsorted(starts, lo_ns, side="left")
-    hi = np.searchsorted(starts, hi_ns, side="left")
-    for a, b, i in zip(lo.tolist(), hi.tolist(), index.tolist()):
-        rt_step[a:b] = np.where(rt_step[a:b] < 0, i, rt_step[a:b])
-
-
-def _other_thread_note(events: pd.DataFrame, from_other: np.ndarray, step_of: np.ndarray) -> str:
-    """Say how the steps differ from what the annotating thread alone launched."""
-    copies = int(d2d_mask(events.iloc[from_other]).sum())
-    steps = len(np.unique(step_of[from_other]))
-    counted = int((step_of >= 0).sum())
-    return (f"{len(from_other):,} of the {counted:,} GPU ops in the steps ({copies:,} device-to-device copies) were "
-            f"launched inside the step windows by other threads of the process than the one with the step ranges "
-            f"(autograd's backward thread, helper threads), in {steps} step(s); they are counted. The annotating "
-            f"thread alone launched {counted - len(from_other):,} ops.")
 
 
 def _finish(rule: str, grammar: str, ann: pd.DataFrame, events: pd.DataFrame, step_of: np.ndarray,
@@ -360,47 +268,6 @@ def _build_table(events: pd.DataFrame, step_of: np.ndarray, labels: list[str], t
     nxt_decode = table["is_decode"].shift(-1).fillna(False).astype(bool)
     table["period_ns"] = (nxt_start - table["start_ns"]).where(nxt_decode & table["is_decode"].fillna(False).astype(bool))
     return table
-
-
-def positions(mask: np.ndarray) -> np.ndarray:
-    """``np.flatnonzero(mask)`` as int32 (int64 past 2**31 rows), found a block at a time so
-    that no int64 array of every hit is made on the way."""
-    out = np.empty(int(np.count_nonzero(mask)), dtype=np.int32 if len(mask) < 2**31 else np.int64)
-    n = 0
-    for lo in range(0, len(mask), ROWS_PER_PASS):
-        hits = lo + np.flatnonzero(mask[lo : lo + ROWS_PER_PASS])
-        out[n : n + len(hits)] = hits
-        n += len(hits)
-    return out
-
-
-def step_extents(step_of: np.ndarray, start: np.ndarray, dur: np.ndarray, n: int,
-                 rows_per_pass: int = ROWS_PER_PASS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per step id 0..n-1: the earliest start, the latest end and the number of events.
-
-    Per-step min/max by sorting (ufunc.at takes ~0.1 s per million events), a block of rows
-    at a time: the sort's temporaries are a few MB whatever the trace's size (over the whole
-    table at once they were ~50 MB on a 1 GB trace). Min and max are exact, so any block size
-    gives the same figures."""
-    first = np.full(n, np.iinfo(np.int64).max)
-    last = np.full(n, np.iinfo(np.int64).min)
-    count = np.zeros(n, dtype=np.int64)
-    for lo in range(0, len(step_of), rows_per_pass):
-        ids = step_of[lo : lo + rows_per_pass]
-        sel = ids >= 0
-        if not sel.any():
-            continue
-        ids = ids[sel]
-        starts = start[lo : lo + rows_per_pass][sel]
-        ends = starts + dur[lo : lo + rows_per_pass][sel]
-        order = np.argsort(ids, kind="stable")
-        sid = ids[order]
-        heads = np.concatenate(([0], np.flatnonzero(sid[1:] != sid[:-1]) + 1))
-        at = sid[heads]
-        first[at] = np.minimum(first[at], np.minimum.reduceat(starts[order], heads))
-        last[at] = np.maximum(last[at], np.maximum.reduceat(ends[order], heads))
-        count += np.bincount(ids, minlength=n)
-    return first, last, count
 
 
 def _cpu_annotation_steps(events: pd.DataFrame) -> Steps:
