@@ -11,7 +11,7 @@ setup(
         Extension(
             "copyprof.readers._kineto_scan",
             sources=["copyprof/readers/_kineto_scan.c"],
-            depends=["copyprof/readers/_json_scan.h"],
+            depends=["copyprof/readers/_json_scan.h", "copyprof/readers/_kineto_values.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )

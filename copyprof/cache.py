@@ -51,6 +51,7 @@ def code_hash() -> str:
     files = [PACKAGE / "events.py", PACKAGE / "load.py"]
     for d in _CODE_DIRS:
         files.extend(sorted((PACKAGE / d).glob("*.py")))
+    files.extend(sorted((PACKAGE / "readers").glob("*.[ch]")))  # the native scanner's sources, where installed
     return code_hash_of(files)
 
 

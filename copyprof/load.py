@@ -115,6 +115,8 @@ def _csv_sources(files: list[str], directory: str | None = None) -> list[Source]
         wanted = {os.path.abspath(f) for f in files}
         files = [os.path.join(directory, f) for f in sorted(os.listdir(directory)) if f.lower().endswith(".csv")]
         groups = [g for g in csv_groups(files) if wanted & {os.path.abspath(p) for p in g}]
+        grouped = {os.path.abspath(p) for g in groups for p in g}
+        groups += [[f] for f in sorted(wanted - grouped)]  # named by the user: read even if no group takes it
     else:
         groups = csv_groups(files)
     return [Source("rocprofv3-csv", tuple(g)) for g in groups]

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from copyprof.analysis import step_ops
+from copyprof.analysis import step_projection
 from copyprof.analysis import steps as steps_module
 from copyprof.analysis.steps import Steps, step_extents
 from copyprof.events import KINDS
@@ -68,12 +69,14 @@ def test_step_extents_equal_the_per_step_min_max_and_count(seed: int) -> None:
 
 
 def _projection_by_definition(events: pd.DataFrame, ann: pd.DataFrame, gpu_mask: np.ndarray) -> np.ndarray:
-    """step_of by the rule's words: a runtime call belongs to the first CPU range (in the
-    ranges' order) of its thread that contains its start; a correlation id is claimed by the
-    first such call, threads in order of first appearance and each thread's calls in time
-    order (ties in table order); a GPU op takes the step that claimed its id."""
+    """step_of by the rule's words (issue 15: a step owns what its process launched in its
+    window): a runtime call belongs to the first CPU range (in the ranges' order) of its own
+    thread that contains its start, else to the first range of any thread that does; a
+    correlation id is claimed by the first such call, own-thread claims before the others,
+    threads in order of first appearance and each thread's calls in time order (ties in table
+    order); a GPU op takes the step that claimed its id."""
     corr = events["correlation"].to_numpy()
-    claim: dict[int, int] = {}
+    claims: tuple[dict[int, int], dict[int, int]] = ({}, {})  # own thread's range, another thread's
     rt = np.flatnonzero((events["kind"] == "runtime").to_numpy() & (corr >= 0))
     tids = list(dict.fromkeys(events["stream"].to_numpy()[rt].tolist()))
     ranges = list(zip(ann["start_ns"], ann["dur_ns"], ann["stream"]))
@@ -81,9 +84,13 @@ def _projection_by_definition(events: pd.DataFrame, ann: pd.DataFrame, gpu_mask:
         calls = sorted((int(events["start_ns"].iat[r]), k, int(corr[r])) for k, r in enumerate(rt)
                        if events["stream"].iat[r] == tid)
         for start, _, c in calls:
-            inside = [i for i, (lo, d, t) in enumerate(ranges) if t == tid and lo <= start < lo + d]
-            if inside and c not in claim:
-                claim[c] = inside[0]
+            own = [i for i, (lo, d, t) in enumerate(ranges) if t == tid and lo <= start < lo + d]
+            other = [i for i, (lo, d, t) in enumerate(ranges) if t != tid and lo <= start < lo + d]
+            if own:
+                claims[0].setdefault(c, own[0])
+            elif other:
+                claims[1].setdefault(c, other[0])
+    claim = {**claims[1], **claims[0]}
     out = np.full(len(events), -1)
     for r in np.flatnonzero(gpu_mask):
         out[r] = claim.get(int(corr[r]), -1)
@@ -92,8 +99,9 @@ def _projection_by_definition(events: pd.DataFrame, ann: pd.DataFrame, gpu_mask:
 
 @pytest.mark.parametrize("seed", range(30))
 def test_correlation_projection_follows_its_definition(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Two threads with ranges, a third without; calls out of time order on some seeds; ids that
-    # repeat (claimed by the first range) and ids that decrease over time (no sorted shortcut).
+    # Two threads with ranges, a third without (its calls go to the ranges of the others); calls
+    # out of time order on some seeds; ids that repeat (claimed by the first range) and ids
+    # that decrease over time (no sorted shortcut).
     rng = np.random.default_rng(500 + seed)
     n = int(rng.integers(1, 400))
     kind = rng.choice(["runtime", "kernel", "memcpy"], n)
@@ -107,7 +115,7 @@ def test_correlation_projection_follows_its_definition(seed: int, monkeypatch: p
                         "start_ns": np.array([0, 100, 400, 600], dtype=np.int64),
                         "dur_ns": np.array([390, 450, 300, 400], dtype=np.int64)})
     gpu_mask = np.isin(kind, ["kernel", "memcpy"])
-    monkeypatch.setattr(steps_module, "ROWS_PER_PASS", int(rng.integers(1, 300)))
+    monkeypatch.setattr(step_projection, "ROWS_PER_PASS", int(rng.integers(1, 300)))
     got = np.full(n, -1, dtype=steps_module.STEP_DTYPE)
-    steps_module._project_through_correlations(events, ann, gpu_mask, got)
+    step_projection.project_through_correlations(events, ann, gpu_mask, got)
     assert got.tolist() == _projection_by_definition(events, ann, gpu_mask).tolist()

@@ -25,6 +25,7 @@ from copyprof.analysis.replica_timing import load_timing, timing_summary
 from copyprof.analysis.results import Layout, RunReport, SourceEntry, StepsInfo
 from copyprof.analysis.setup import run_setup
 from copyprof.analysis.source_map import apply_sources, by_source, source_entries
+from copyprof.analysis.steps import step_warnings
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace
 from copyprof.models import ModelLayout
@@ -65,7 +66,8 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         rank_agreement=rank_agreement(analyses),
         by_rank={str(a.rank): per_step_medians(a) for a in analyses},
         warnings=[w for t in rank_traces for w in t.meta.warnings]
-        + [f"{t.meta.path}: partly read: {t.meta.partial}" for t in rank_traces if t.meta.partial],
+        + [f"{t.meta.path}: partly read: {t.meta.partial}" for t in rank_traces if t.meta.partial]
+        + step_warnings([(a.rank, a.steps) for a in analyses]),
         metadata=_run_metadata(path, meta.metadata),
         step_series=step_series(head),
         timeline=timeline(head),

@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from copyprof.analysis.step_projection import other_thread_note, project_through_correlations
+from copyprof.analysis.step_rows import ROWS_PER_PASS, STEP_DTYPE, positions, step_extents
 from copyprof.taxonomy.annotations import GRAMMARS, parse_step
-from copyprof.taxonomy.copies import is_graph_launch
+from copyprof.taxonomy.copies import d2d_mask, is_graph_launch
+
+__all__ = ["GPU_KINDS", "ROWS_PER_PASS", "STEP_DTYPE", "Steps", "positions", "segment", "step_extents", "step_warnings"]
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
-# Step ids are below the number of GPU events, far below 2**31: int32 halves ``step_of``
-# (one value per event) and every gather from it.
-STEP_DTYPE = np.int32
-ROWS_PER_PASS = 1 << 16  # rows a blockwise pass over the table takes at once: a few MB of temporaries
 
 
 @dataclass
@@ -43,6 +43,7 @@ class Steps:
     step_of: np.ndarray
     device: int
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # low-confidence results: shown in every output format
 
     @property
     def decode(self) -> pd.DataFrame:
@@ -57,11 +58,25 @@ def segment(events: pd.DataFrame) -> Steps:
     # every selected row (8 bytes each) only to be dropped
     device = int(pd.Series(events["device"].to_numpy()[gpu_mask]).value_counts().idxmax())
     gpu_mask &= events["device"].to_numpy() == device
-    for rule in (_annotation_steps, _graph_launch_steps, _idle_gap_steps):
+    for rule in (_annotation_steps, _graph_launch_steps):
         found = rule(events, gpu_mask, device)
         if found is not None:
             return found
-    return Steps("none", _empty_table(), np.full(len(events), -1, dtype=STEP_DTYPE), device, ["no steps could be found"])
+    found, why = _idle_gap_steps(events, gpu_mask, device)
+    if found is not None:
+        return found
+    return _no_steps(events, device, why)
+
+
+def _no_steps(events: pd.DataFrame, device: int, why: str) -> Steps:
+    """No rule found steps: say so plainly, and where the trace's copies can still be seen."""
+    copies = int(d2d_mask(events).sum())
+    warning = ("no steps were found: the trace has no step annotations and no graph launches, "
+               f"and its idle gaps show no step structure ({why}); per-step figures are empty, not zero")
+    if copies:
+        warning += f". The trace has {copies:,} device-to-device copies in all: `copyprof inspect` lists them"
+    return Steps("none", _empty_table(), np.full(len(events), -1, dtype=STEP_DTYPE), device, ["no steps could be found"],
+                 [warning])
 
 
 def _empty_table() -> pd.DataFrame:
@@ -89,8 +104,10 @@ def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     notes: list[str] = []
     if cpu_ann is not None:
-        _project_through_correlations(events, cpu_ann, gpu_mask, step_of)
+        from_other = project_through_correlations(events, cpu_ann, gpu_mask, step_of)
         if (step_of >= 0).any():
+            if len(from_other):
+                notes.append(other_thread_note(events, from_other, step_of))
             return _finish("annotation", grammar, cpu_ann, events, step_of, device, notes)
     gpu_ann, grammar = _step_annotations(events, on_gpu=True)
     if gpu_ann is None:
@@ -104,60 +121,6 @@ def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -
         return None
     notes.append("GPU work assigned by gpu_user_annotation ranges (no launch correlations in the trace)")
     return _finish("annotation", grammar, gpu_ann, events, step_of, device, notes)
-
-
-def _project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_mask: np.ndarray,
-                                  step_of: np.ndarray) -> None:
-    """Set ``step_of`` of GPU work launched by runtime calls inside each CPU step range (same
-    thread), matched by correlation id; the first range (and the first thread) to claim an id wins.
-
-    numpy columns only (a copy of the runtime rows as a frame cost ~400 MB on a 1 GB dense
-    trace), int32 positions, and no sort of calls already in time order: 81 -> ~35 MB of
-    temporaries on the 1.3 M runtime calls of a 1 GB eager A100 trace."""
-    corr = events["correlation"].to_numpy()
-    rt = positions((events["kind"] == "runtime").to_numpy() & (corr >= 0))
-    if not len(rt):
-        return
-    rt_tid = events["stream"].to_numpy()[rt]
-    start = events["start_ns"].to_numpy()
-    ann_tid = ann["stream"].to_numpy()
-    ann_lo, ann_hi = ann["start_ns"].to_numpy(), (ann["start_ns"] + ann["dur_ns"]).to_numpy()
-    threads = pd.unique(rt_tid).tolist()  # in order of first appearance
-    keys, values = [], []
-    for tid in threads:
-        mine = np.flatnonzero(ann_tid == tid)  # the step ranges of this thread, in time order
-        if not len(mine):
-            continue
-        rows = rt if len(threads) == 1 else rt[rt_tid == tid]  # this thread's runtime calls (table rows)
-        starts = start[rows]
-        if len(starts) > 1 and (starts[1:] < starts[:-1]).any():  # usually listed in time order already
-            order = np.argsort(starts, kind="stable")
-            rows, starts = rows[order], starts[order]
-            del order
-        rt_step = np.full(len(rows), -1, dtype=STEP_DTYPE)
-        lo = np.searchsorted(starts, ann_lo[mine], side="left")
-        hi = np.searchsorted(starts, ann_hi[mine], side="left")
-        del starts
-        for a, b, i in zip(lo.tolist(), hi.tolist(), mine.tolist()):
-            rt_step[a:b] = np.where(rt_step[a:b] < 0, i, rt_step[a:b])
-        keep = rt_step >= 0
-        keys.append(corr[rows[keep]])
-        values.append(rt_step[keep])
-    if not keys:
-        return
-    uniq = keys[0] if len(keys) == 1 else np.concatenate(keys)
-    step_by_key = values[0] if len(values) == 1 else np.concatenate(values)
-    del keys, values
-    if len(uniq) > 1 and not (uniq[1:] > uniq[:-1]).all():  # ids usually grow with time: sorted, unique
-        uniq, first = np.unique(uniq, return_index=True)  # first claim of each id
-        step_by_key = step_by_key[first]
-    if not len(uniq):
-        return
-    for lo in range(0, len(corr), ROWS_PER_PASS):  # blockwise: the lookups' temporaries stay small
-        gpu = lo + np.flatnonzero(gpu_mask[lo : lo + ROWS_PER_PASS])
-        at = np.clip(np.searchsorted(uniq, corr[gpu]), 0, len(uniq) - 1)
-        hit = uniq[at] == corr[gpu]
-        step_of[gpu[hit]] = step_by_key[at[hit]]
 
 
 def _finish(rule: str, grammar: str, ann: pd.DataFrame, events: pd.DataFrame, step_of: np.ndarray,
@@ -188,47 +151,107 @@ def _graph_launch_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int)
     n = len(launches)
     table = _build_table(events, step_of, [str(x) for x in launches["name"]], [None] * n, [True] * n)
     notes = ["each graph launch is taken as one decode step (no step annotations); tokens are inferred"]
-    return Steps("graph-launch", table, step_of, device, notes)
+    warnings = [f"steps are inferred, not marked: each of the {n:,} graph launches is taken as one decode step (the "
+                "trace has no step annotations); an engine that replays several graphs per step (piecewise CUDA "
+                "graphs) gives figures per graph, not per step"]
+    return Steps("graph-launch", table, step_of, device, notes, warnings)
 
 
-def _idle_gap_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> Steps | None:
+# What the idle-gap rule must find before it calls segments steps (issue 15: on a GPU-only
+# trace it once cut at 3 µs and reported 13 one-kernel "decode steps"; on the MI350X rocprofv3
+# sample it took 1 of 7 unrelated segments and showed 0 copies per step). The floors are
+# chosen, not measured: a launch gap inside a step is a few µs, and an engine's host work
+# between decode steps (scheduling, sampling, input preparation) takes longer than 50 µs;
+# a transformer decode step runs several kernels per layer, far more than 10.
+MIN_GAP_NS = 50_000
+MIN_REPEATS = 3
+MIN_KERNELS = 10
+_STANDOUT = 3.0  # a threshold candidate is a gap at least this many times the next smaller one
+
+
+def _idle_gap_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> tuple[Steps | None, str]:
+    """Steps from idle gaps, or None and why none were taken. Each gap that stands out among
+    the larger gaps is tried as the cut, most outstanding first; the first that meets the
+    floors above with one modal segment size wins."""
     idx = np.flatnonzero(gpu_mask)
     if len(idx) < 4:
-        return None
+        return None, f"{len(idx)} GPU events"
     order = idx[np.argsort(events["start_ns"].to_numpy()[idx], kind="stable")]
     starts = events["start_ns"].to_numpy()[order]
     ends = starts + events["dur_ns"].to_numpy()[order]
     gaps = starts[1:] - np.maximum.accumulate(ends)[:-1]
-    cut = _gap_threshold(gaps)
-    if cut is None:
-        return None
-    boundaries = np.flatnonzero(gaps >= cut) + 1
-    seg_id = np.zeros(len(order), dtype=np.int64)
-    seg_id[boundaries] = 1
-    seg_id = np.cumsum(seg_id)
-    sizes = np.bincount(seg_id)
-    modal = int(np.bincount(sizes).argmax())
+    candidates = _gap_thresholds(gaps)
+    if not candidates:
+        return None, "no idle gap stands out"
+    is_kernel = (events["kind"] == "kernel").to_numpy()[order]
+    first_why = ""
+    for cut in candidates:
+        seg_id = np.concatenate(([0], np.cumsum(gaps >= cut)))
+        sizes = np.bincount(seg_id)
+        why, modal = _structure(cut, sizes, np.bincount(seg_id, weights=is_kernel))
+        if why is None:
+            return _gap_steps(events, order, seg_id, sizes, modal, cut, device), ""
+        first_why = first_why or why
+    return None, first_why
+
+
+def _structure(cut: float, sizes: np.ndarray, kernels: np.ndarray) -> tuple[str | None, int]:
+    """Why segments cut at ``cut`` are not steps (None when they are), and the modal size."""
+    freq = np.bincount(sizes)
+    modal = int(freq.argmax())
+    repeats = int(freq[modal])
+    if cut < MIN_GAP_NS:
+        return f"the gap that stands out is {cut / 1e3:.1f} µs, under the {MIN_GAP_NS / 1e3:.0f} µs floor", modal
+    if repeats < MIN_REPEATS:
+        return (f"cut at gaps >= {cut / 1e3:.1f} µs, no segment size repeats {MIN_REPEATS} times "
+                f"({len(sizes)} segments of {len(set(sizes.tolist()))} sizes)"), modal
+    if (freq == repeats).sum() > 1:
+        tied = ", ".join(str(int(x)) for x in np.flatnonzero(freq == repeats))
+        return f"cut at gaps >= {cut / 1e3:.1f} µs, segments of {tied} events are equally common", modal
+    per_step = float(np.median(kernels[sizes == modal]))
+    if per_step < MIN_KERNELS:
+        return (f"cut at gaps >= {cut / 1e3:.1f} µs, the repeating segments hold a median of {per_step:g} "
+                f"kernel(s), fewer than {MIN_KERNELS}"), modal
+    return None, modal
+
+
+def _gap_steps(events: pd.DataFrame, order: np.ndarray, seg_id: np.ndarray, sizes: np.ndarray, modal: int,
+               cut: float, device: int) -> Steps:
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     step_of[order] = seg_id
     n = len(sizes)
     table = _build_table(events, step_of, [f"segment {i}" for i in range(n)], [None] * n, list(sizes == modal))
+    taken = int((sizes == modal).sum())
     notes = [f"no step markers or launch correlations: GPU work cut at idle gaps >= {cut / 1e3:.1f} µs; "
-             f"{int((sizes == modal).sum())} of {n} segments have the repeating size of {modal} events and are "
-             "taken as decode steps"]
-    return Steps("idle-gap", table, step_of, device, notes)
+             f"{taken} of {n} segments have the repeating size of {modal} events and are taken as decode steps"]
+    warnings = [f"steps are inferred, not marked: the GPU timeline was cut at idle gaps >= {cut / 1e3:.1f} µs and the "
+                f"{taken} of {n} segments with the repeating size ({modal} events) are taken as decode steps; "
+                "check that count against the capture"]
+    return Steps("idle-gap", table, step_of, device, notes, warnings)
 
 
-def _gap_threshold(gaps: np.ndarray) -> float | None:
-    """The gap size at the largest relative jump among the larger gaps."""
+def _gap_thresholds(gaps: np.ndarray) -> list[float]:
+    """Gap sizes that stand out among the larger gaps (each at least _STANDOUT times the next
+    smaller one), the largest jump first."""
     g = np.sort(gaps[gaps > 0])[::-1].astype(float)
     if len(g) < 3:
-        return None
+        return []
     top = g[: max(3, len(g) // 3)]
     ratios = top[:-1] / np.maximum(top[1:], 1.0)
-    k = int(np.argmax(ratios))
-    if ratios[k] < 3.0:
-        return None  # no gap stands out: no step structure to find
-    return float(top[k])
+    ks = [k for k in np.argsort(-ratios, kind="stable").tolist() if ratios[k] >= _STANDOUT]
+    return [float(top[k]) for k in ks]
+
+
+def step_warnings(analyses: list[tuple[int, Steps]]) -> list[str]:
+    """The low-confidence warnings of every rank's steps, for a run's ``warnings``: a warning
+    every rank has is said once; others name their rank."""
+    if not analyses:
+        return []
+    common = set.intersection(*(set(s.warnings) for _, s in analyses))
+    out = [w for w in analyses[0][1].warnings if w in common]
+    for rank, s in analyses:
+        out += [f"rank {rank}: {w}" for w in s.warnings if w not in common]
+    return out
 
 
 def _build_table(events: pd.DataFrame, step_of: np.ndarray, labels: list[str], tokens: list[int | None],
@@ -247,52 +270,13 @@ def _build_table(events: pd.DataFrame, step_of: np.ndarray, labels: list[str], t
     return table
 
 
-def positions(mask: np.ndarray) -> np.ndarray:
-    """``np.flatnonzero(mask)`` as int32 (int64 past 2**31 rows), found a block at a time so
-    that no int64 array of every hit is made on the way."""
-    out = np.empty(int(np.count_nonzero(mask)), dtype=np.int32 if len(mask) < 2**31 else np.int64)
-    n = 0
-    for lo in range(0, len(mask), ROWS_PER_PASS):
-        hits = lo + np.flatnonzero(mask[lo : lo + ROWS_PER_PASS])
-        out[n : n + len(hits)] = hits
-        n += len(hits)
-    return out
-
-
-def step_extents(step_of: np.ndarray, start: np.ndarray, dur: np.ndarray, n: int,
-                 rows_per_pass: int = ROWS_PER_PASS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per step id 0..n-1: the earliest start, the latest end and the number of events.
-
-    Per-step min/max by sorting (ufunc.at takes ~0.1 s per million events), a block of rows
-    at a time: the sort's temporaries are a few MB whatever the trace's size (over the whole
-    table at once they were ~50 MB on a 1 GB trace). Min and max are exact, so any block size
-    gives the same figures."""
-    first = np.full(n, np.iinfo(np.int64).max)
-    last = np.full(n, np.iinfo(np.int64).min)
-    count = np.zeros(n, dtype=np.int64)
-    for lo in range(0, len(step_of), rows_per_pass):
-        ids = step_of[lo : lo + rows_per_pass]
-        sel = ids >= 0
-        if not sel.any():
-            continue
-        ids = ids[sel]
-        starts = start[lo : lo + rows_per_pass][sel]
-        ends = starts + dur[lo : lo + rows_per_pass][sel]
-        order = np.argsort(ids, kind="stable")
-        sid = ids[order]
-        heads = np.concatenate(([0], np.flatnonzero(sid[1:] != sid[:-1]) + 1))
-        at = sid[heads]
-        first[at] = np.minimum(first[at], np.minimum.reduceat(starts[order], heads))
-        last[at] = np.maximum(last[at], np.maximum.reduceat(ends[order], heads))
-        count += np.bincount(ids, minlength=n)
-    return first, last, count
-
-
 def _cpu_annotation_steps(events: pd.DataFrame) -> Steps:
     ann, grammar = _step_annotations(events, on_gpu=False)
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     if ann is None:
-        return Steps("none", _empty_table(), step_of, -1, ["no GPU events and no step annotations"])
+        return Steps("none", _empty_table(), step_of, -1, ["no GPU events and no step annotations"],
+                     ["no steps were found: the trace has no GPU events and no step annotations; per-step figures "
+                      "are empty, not zero"])
     starts = events["start_ns"].to_numpy()
     host = (events["kind"] == "cpu_op").to_numpy()
     for i, (s, d, tid) in enumerate(zip(ann["start_ns"], ann["dur_ns"], ann["stream"])):

@@ -15,156 +15,26 @@
  * without escapes for ph/cat/name/args.kind, int64 integers for ids, numbers for ts/dur.
  * Other values msgspec accepts in an id or time field (strings such as "9216" or "0x0",
  * floats, nulls, integers beyond int64) go to a side table with their byte offsets, and the
- * caller reconverts those columns with the Python path's own tolerant functions. Anything
- * else (escaped keys or names, duplicate keys the reader uses, bools, floats out of range,
- * ...) is declined, never guessed. tests/test_kineto_native.py checks the two
- * paths against each other on real traces and on generated and mutated events.
+ * caller reconverts those columns with the Python path's own tolerant functions. Values of
+ * a type the field cannot take (Inductor's "grid": "grid(100,)", a bool or container id, a
+ * non-string cat, a non-object args) are skipped and counted per field, as the Python path
+ * drops exactly those fields and keeps the event (issue 15). Anything else (escaped keys or
+ * names, duplicate keys the reader uses, floats out of range, ...) is declined, never
+ * guessed. tests/test_kineto_native.py checks the two paths against each other on real
+ * traces and on generated and mutated events. Rows, the side table and the value readers
+ * are in _kineto_values.h.
  *
  * Floats go through PyOS_string_to_double (correctly rounded, locale-free, as msgspec's
  * parser is); integers written into float fields are converted from int64 as msgspec does.
  */
-#include "_json_scan.h"
-
-#define N_INTS 10
-/* Order of the integer args columns; kineto_native.py names them in the same order. */
-enum { A_DEVICE, A_FROM_DEVICE, A_STREAM, A_CORRELATION, A_EXTERNAL_ID, A_EXTERNAL_ID_LEGACY,
-       A_BYTES, A_SIZE, A_GRAPH_ID, A_GRAPH_NODE_ID };
-
-typedef struct {
-    int32_t cat;       /* index into the chunk's distinct categories, -1 absent/null */
-    int32_t name;      /* index into the chunk's distinct names */
-    int64_t pid, tid;
-    double ts, dur;    /* NaN when absent or null */
-    int64_t ints[N_INTS];
-    int64_t grid[3], block[3];
-    int64_t kind_off;  /* byte offset of args.kind's text when it is a string, else -1 */
-    int64_t kind_len;
-} Row;
-
-/* An id or time value in another shape than an int64 integer / a number (a string such as
- * roctracer's "bytes": "9216" or "stream": "0x0", a float id, a null id, an integer beyond
- * int64): where its text is. The row holds -1 / NaN there; if the row is kept, the caller
- * decodes these texts as msgspec would and reruns the Python path's own tolerant conversion
- * on that column, so the column is exactly what that path gives. */
-typedef struct {
-    int64_t row;    /* index among the chunk's complete events */
-    int32_t field;  /* A_* for args ids, then S_PID, S_TID, S_TS, S_DUR */
-    int32_t len;
-    int64_t off;    /* byte offset of the value's JSON text */
-} Side;
-enum { S_PID = N_INTS, S_TID, S_TS, S_DUR };
-
-
-typedef struct {
-    Interner cats, names;
-    Side *side;
-    Py_ssize_t n_side, cap_side;
-    Py_ssize_t row;  /* index of the event being read among the complete ones */
-} Tables;
-
-/* Another value msgspec accepts in an id/time field (int | float | str | None): a string,
- * a float in range, a null, an integer beyond int64; noted in the side table. Declines
- * other types and numbers out of double range (msgspec fails on them: 1e400, true, []). */
-static int read_odd(Cur *c, Tables *t, int field) {
-    const unsigned char *start = c->p, *s; Py_ssize_t n; int esc, is_int;
-    unsigned char ch = c->p < c->end ? *c->p : 0;
-    if (ch == '"') {
-        if (lex_string(c, &s, &n, &esc) < 0) return -1;
-    } else if (ch == 'n') {
-        if (lex_literal(c, "null", 4) < 0) return -1;
-    } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
-        if (lex_number(c, &s, &is_int) < 0) return -1;
-        if (!is_int || c->p - s > 18) {
-            char buf[400];
-            size_t len = (size_t)(c->p - s);
-            if (len >= sizeof buf) DECLINE(c, "number text too long");
-            memcpy(buf, s, len); buf[len] = 0;
-            double v = PyOS_string_to_double(buf, NULL, NULL);
-            if (v == -1.0 && PyErr_Occurred()) { PyErr_Clear(); DECLINE(c, "unparsable number"); }
-            if (!isfinite(v)) DECLINE(c, "number out of range");
-        }
-    } else DECLINE(c, "number field of an unexpected type");
-    if (c->p - start > INT32_MAX) DECLINE(c, "value too long");
-    if (t->n_side == t->cap_side) {
-        Py_ssize_t cap = t->cap_side ? t->cap_side * 2 : 256;
-        Side *grown = PyMem_Realloc(t->side, (size_t)cap * sizeof(Side));
-        if (!grown) DECLINE(c, "out of memory");
-        t->side = grown; t->cap_side = cap;
-    }
-    Side e = {t->row, field, (int32_t)(c->p - start), start - c->base};
-    t->side[t->n_side++] = e;
-    return 0;
-}
-
-/* An id field: an int64 integer, or -1 and a side-table entry (read_odd). */
-static int read_id(Cur *c, Tables *t, int field, int64_t *out) {
-    const unsigned char *start = c->p;
-    unsigned char ch = start < c->end ? *start : 0;
-    if (ch == '-' || (ch >= '0' && ch <= '9')) {
-        const unsigned char *s; int is_int;
-        if (lex_number(c, &s, &is_int) < 0) return -1;
-        if (is_int && int_value(s, c->p, out) == 0) return 0;
-        c->p = start;
-    }
-    *out = -1;
-    return read_odd(c, t, field);
-}
-
-/* ts / dur: a number (NaN for null), or NaN and a side-table entry (read_odd). */
-static int read_float(Cur *c, Tables *t, int field, double *out) {
-    *out = NAN;
-    if (c->p < c->end && *c->p == 'n') return lex_literal(c, "null", 4);
-    const unsigned char *s; int is_int;
-    if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) return read_odd(c, t, field);
-    if (lex_number(c, &s, &is_int) < 0) return -1;
-    if (is_int) {  /* msgspec reads an integer, then converts it */
-        int64_t v;
-        if (int_value(s, c->p, &v) < 0) { c->p = s; return read_odd(c, t, field); }
-        *out = (double)v;
-        return 0;
-    }
-    if (fast_float(s, c->p, out)) return 0;
-    char buf[400];
-    size_t n = (size_t)(c->p - s);
-    if (n >= sizeof buf) DECLINE(c, "number text too long");
-    memcpy(buf, s, n); buf[n] = 0;
-    char *e;
-    double v = PyOS_string_to_double(buf, &e, NULL);
-    if (v == -1.0 && PyErr_Occurred()) { PyErr_Clear(); DECLINE(c, "unparsable float"); }
-    if ((size_t)(e - buf) != n || !isfinite(v)) DECLINE(c, "float out of range");
-    *out = v;
-    return 0;
-}
-
-static int read_dims(Cur *c, int64_t dims[3]) {
-    dims[0] = dims[1] = dims[2] = -1;
-    if (c->p < c->end && *c->p == 'n') return lex_literal(c, "null", 4);
-    if (c->p >= c->end || *c->p != '[') DECLINE(c, "grid/block is not an array");
-    int64_t v[3]; int k = 0;
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == ']') { c->p++; return 0; }
-    for (;;) {
-        skip_ws(c);
-        int64_t x;
-        if (read_int(c, &x) < 0) return -1;
-        if (k < 3) v[k] = x;
-        k++;
-        skip_ws(c);
-        if (c->p >= c->end) DECLINE(c, "unterminated array");
-        if (*c->p == ',') { c->p++; continue; }
-        if (*c->p == ']') { c->p++; break; }
-        DECLINE(c, "expected ',' or ']'");
-    }
-    if (k == 3) { dims[0] = v[0]; dims[1] = v[1]; dims[2] = v[2]; }  /* other lengths: unknown */
-    return 0;
-}
-
+#include "_kineto_values.h"
 
 /* Body of an X event's args object (cursor at '{'). */
 static int read_args(Cur *c, Row *r, Tables *t) {
     uint32_t seen = 0;
-    if (c->p >= c->end || *c->p != '{') DECLINE(c, "args is not an object");
+    if (c->p >= c->end) DECLINE(c, "missing value");
+    if (*c->p == 'n') return lex_literal(c, "null", 4);  /* args: null reads as no args */
+    if (*c->p != '{') return skip_odd(c, t, O_ARGS);
     c->p++;
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') { c->p++; return 0; }
@@ -182,9 +52,10 @@ static int read_args(Cur *c, Row *r, Tables *t) {
         else if (KEY("size")) slot = A_SIZE;
         else if (KEY("graph id")) slot = A_GRAPH_ID;
         else if (KEY("graph node id")) slot = A_GRAPH_NODE_ID;
-        else if (KEY("grid")) bit = 10;
-        else if (KEY("block")) bit = 11;
-        else if (KEY("kind")) bit = 12;
+        else if (KEY("rank")) slot = A_RANK;
+        else if (KEY("grid")) bit = N_INTS;
+        else if (KEY("block")) bit = N_INTS + 1;
+        else if (KEY("kind")) bit = N_INTS + 2;
         if (slot >= 0) bit = slot;
         if (bit >= 0) {
             if (seen & (1u << bit)) DECLINE(c, "duplicate args key");
@@ -192,11 +63,11 @@ static int read_args(Cur *c, Row *r, Tables *t) {
         }
         if (slot >= 0) {
             if (read_id(c, t, slot, &r->ints[slot]) < 0) return -1;
-        } else if (bit == 10) {
-            if (read_dims(c, r->grid) < 0) return -1;
-        } else if (bit == 11) {
-            if (read_dims(c, r->block) < 0) return -1;
-        } else if (bit == 12) {
+        } else if (bit == N_INTS) {
+            if (read_dims(c, t, O_GRID, r->grid) < 0) return -1;
+        } else if (bit == N_INTS + 1) {
+            if (read_dims(c, t, O_BLOCK, r->block) < 0) return -1;
+        } else if (bit == N_INTS + 2) {
             unsigned char ch = c->p < c->end ? *c->p : 0;
             if (ch == '"') {
                 const unsigned char *s; Py_ssize_t n;
@@ -209,6 +80,8 @@ static int read_args(Cur *c, Row *r, Tables *t) {
                 int64_t v;  /* msgspec range-checks a float here (1e400 fails): decline all floats */
                 if (lex_number(c, &s, &is_int) < 0) return -1;
                 if (!is_int || int_value(s, c->p, &v) < 0) DECLINE(c, "args.kind is a float or beyond int64");
+            } else if (ch == '[' || ch == '{' || ch == 't' || ch == 'f') {
+                if (skip_odd(c, t, O_KIND) < 0) return -1;
             } else DECLINE(c, "args.kind of an unexpected type");
         } else if (skip_value(c, 2) < 0) return -1;
         int more = next_member(c);
@@ -226,6 +99,7 @@ static int read_field(Cur *c, int f, Row *r, Tables *t) {
     switch (f) {
     case F_CAT:
         if (c->p < c->end && *c->p == 'n') { r->cat = -1; return lex_literal(c, "null", 4); }
+        if (c->p < c->end && *c->p != '"') { r->cat = -1; return skip_odd(c, t, O_CAT); }
         if (read_plain_string(c, &s, &n) < 0) return -1;
         if ((r->cat = intern(&t->cats, s, n)) < 0) { PyErr_NoMemory(); return -2; }
         return 0;
@@ -368,8 +242,9 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         PyObject *side = buf ? PyBytes_FromStringAndSize((const char *)t.side, (Py_ssize_t)(t.n_side * sizeof(Side))) : NULL;
         PyObject *cats = side ? interned_list(&t.cats) : NULL;
         PyObject *names = cats ? interned_list(&t.names) : NULL;
-        if (names) result = Py_BuildValue("(nNNNN)", rows.n, buf, side, cats, names);
-        else { Py_XDECREF(buf); Py_XDECREF(side); Py_XDECREF(cats); }
+        PyObject *odd = names ? PyBytes_FromStringAndSize((const char *)t.odd, (Py_ssize_t)sizeof t.odd) : NULL;
+        if (odd) result = Py_BuildValue("(nNNNNN)", rows.n, buf, side, cats, names, odd);
+        else { Py_XDECREF(buf); Py_XDECREF(side); Py_XDECREF(cats); Py_XDECREF(names); }
     }
 done:
     PyMem_Free(rows.rows);
@@ -381,13 +256,13 @@ done:
 }
 
 static PyObject *row_size(PyObject *self, PyObject *unused) {
-    return Py_BuildValue("(nn)", (Py_ssize_t)sizeof(Row), (Py_ssize_t)sizeof(Side));
+    return Py_BuildValue("(nnn)", (Py_ssize_t)sizeof(Row), (Py_ssize_t)sizeof(Side), (Py_ssize_t)N_ODD);
 }
 
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_O,
-     "scan(buffer) -> (n, rows: bytearray, side: bytes, cats: list[str], names: list[str]) | reason: str"},
-    {"row_size", row_size, METH_NOARGS, "Sizes of a row and a side entry in bytes (checked against the dtypes)."},
+     "scan(buffer) -> (n, rows: bytearray, side: bytes, cats: list[str], names: list[str], odd: bytes) | reason: str"},
+    {"row_size", row_size, METH_NOARGS, "Sizes of a row and a side entry in bytes, and the number of odd-value counters (checked against kineto_native.py)."},
     {NULL, NULL, 0, NULL},
 };
 

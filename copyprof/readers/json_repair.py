@@ -28,6 +28,32 @@ _MAX_BACKTRACK = 8  # candidate cuts tried to the left of an error for the end o
 _WHOLE_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])  # checks JSON syntax without building objects
 
 
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+_MEMBER = re.compile(rb'\s*"(?:[^"\\]|\\.)*"\s*:')
+
+
+def array_end(data: bytes | memoryview, exc: Exception, closing: bool = False) -> int | None:
+    """Just past the ``]`` that closed the event array of ``data`` (``[`` + events ...), when
+    the decoder stopped at what can only follow a closed top-level array: an object member
+    (``, "key":``) or, with ``closing``, the document's final ``}``. Valid JSON has that
+    whenever the trace object has keys after ``traceEvents`` (``"INFO": []``, SGLang's merged
+    traces put ``deviceProperties`` there): it is the array's end, never damage. None otherwise.
+    """
+    m = _TRAILING.search(str(exc))
+    if m is None:
+        return None
+    at = int(m.group(1)) - 1  # msgspec reports the byte after the first trailing character
+    if not 1 <= at < len(data):
+        return None
+    ch = bytes(data[at:at + 1])
+    if not ((ch == b"," and _MEMBER.match(data, at + 1)) or (closing and ch == b"}")):
+        return None
+    end = at
+    while end > 1 and data[end - 1] in b" \t\r\n":
+        end -= 1
+    return end if bytes(data[end - 1:end]) == b"]" else None
+
+
 def _error_at(exc: Exception) -> int | None:
     """Where the decoder stopped; None for "Input data was truncated" (the end is incomplete)."""
     m = _BYTE_POS.search(str(exc))
@@ -54,7 +80,7 @@ def _boundary_before(data: bytes, err: int, known: int) -> int:
 
 
 def repair(data: bytes, exc: Exception, offset: int, decode_chunk: Callable[[bytes], Any],
-           state: StreamState, final: bool = False) -> Any:
+           state: StreamState, final: bool = False, ends_array: Callable[[bytes], bool] | None = None) -> Any:
     """Decode ``data`` ("[" + events + "]") with its broken events cut out, or return FAILED.
 
     An error before the chunk's last candidate cut is damage: the span from the end of the
@@ -64,12 +90,24 @@ def repair(data: bytes, exc: Exception, offset: int, decode_chunk: Callable[[byt
     end is incomplete (a false cut), which merging with the next piece handles: FAILED;
     unless ``final`` (no more text will come), when the whole events before it are kept.
     ``offset`` is the document offset of ``data[1]``; the removed ranges go to
-    ``state.skipped`` only when something is returned.
+    ``state.skipped`` only when something is returned. With ``ends_array`` (the document's end
+    is in ``data``), an error that is the array's end — :func:`array_end`, and ``ends_array``
+    accepts the text from there as the rest of the document — is not cut out: the events
+    before it are returned and the text from it on is left in ``state.after_array``.
     """
     removed: list[tuple[int, int]] = []
     shift = 0  # bytes removed so far, all to the left of the current error
     known = 1
     for attempt in range(MAX_EXCISIONS + 1):
+        end = array_end(data, exc) if ends_array is not None else None
+        if end is not None and ends_array(bytes(data[end:])):  # the events before are whole; the rest is the tail
+            try:
+                result = decode_chunk(data[:end])
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return FAILED
+            state.skipped.extend(r for r in removed if r[1] > 0)
+            state.after_array = bytes(data[end:])
+            return result
         err = _error_at(exc)
         after = _CANDIDATE_CUT.search(data, err) if err is not None else None
         if after is None or attempt == MAX_EXCISIONS:  # keep the whole events before the error, drop the rest

@@ -26,11 +26,11 @@ from typing import Any
 
 import msgspec
 
-from copyprof.readers.json_repair import FAILED, repair
+from copyprof.readers.json_repair import FAILED, array_end, repair
+from copyprof.readers.json_tail import finish_document, read_tail
 
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*([\[{])')
 _CANDIDATE_CUT = re.compile(rb"\}\s*,\s*\{")
-_BYTE_POS = re.compile(r"\(byte (\d+)\)")
 MAX_HEADER = 64 << 20  # header bigger than this: not a streaming-friendly document
 MAX_PENDING = 512 << 20  # one undecodable run this long means the document is malformed
 
@@ -57,6 +57,7 @@ class StreamState:
     rest: bytes = b""  # what follows the last candidate cut (set when splitting ends)
     rest_offset: int = 0
     skipped: list[tuple[int, int]] = field(default_factory=list)  # (document offset, bytes) cut out as damaged
+    after_array: bytes | None = None  # text after the event array's ']' found inside a chunk (json_repair)
 
 
 @dataclass
@@ -92,6 +93,7 @@ class PieceMerger:
         self.carry: bytearray | None = None
         self.carry_offset = 0
         self.repair_tried = 0  # size of the chunk json_repair last failed on (0: none since the last accept)
+        self.after: bytearray | None = None  # once the array has ended: the document's text after it
 
     def accepted(self, piece: Piece) -> None:
         self.state.consumed = piece.offset + len(piece.data) - 2
@@ -107,7 +109,13 @@ class PieceMerger:
     def settle(self, piece: Piece, decoded: Callable[[], Any]) -> Any:
         """The result for ``piece``, or ``FAILED``. ``decoded()`` returns the piece's own
         decode (or raises DecodeError); it is not called when text is carried from a failed
-        piece: then carried text and piece are decoded here, as one."""
+        piece: then carried text and piece are decoded here, as one. Once the event array has
+        closed inside a piece (keys follow ``traceEvents``), later pieces are the document's
+        tail: kept as text for :meth:`finish`, not decoded."""
+        if self.after is not None:
+            self.after += piece.body
+            self.after += piece.sep
+            return FAILED
         data = None
         if self.carry is not None:
             data = b"[" + self.carry + piece.body + b"]"
@@ -115,11 +123,14 @@ class PieceMerger:
         try:
             result = decoded()
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            chunk = bytes(piece.data) if data is None else data
+            end = array_end(chunk, exc)
+            if end is not None:
+                return self._array_closed(piece, chunk, end)
             result = FAILED
             size = len(piece.data) + (len(self.carry) if self.carry is not None else 0)
             if size >= 2 * self.repair_tried:  # a chunk repair gave up on is retried once it has doubled
                 start = self.carry_offset if self.carry is not None else piece.offset
-                chunk = bytes(piece.data) if data is None else data
                 result = repair(chunk, exc, start, self.decode_chunk, self.state)
             if result is FAILED:
                 self.repair_tried = max(self.repair_tried, size)
@@ -130,12 +141,31 @@ class PieceMerger:
         self.accepted(piece)
         return result
 
+    def _array_closed(self, piece: Piece, chunk: bytes, end: int) -> Any:
+        """The events of ``chunk`` before the array's ``]`` at ``end``; the text after it (and
+        after every later piece) is the document's tail."""
+        try:
+            result = self.decode_chunk(chunk[:end])
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            self.failed(piece, ValueError("undecodable events before the array's end"))
+            return FAILED
+        start = self.carry_offset if self.carry is not None else piece.offset
+        self.after = bytearray(chunk[end:-1])  # the last byte is the "]" put in place of the cut's ","
+        self.after += piece.sep
+        self.carry = None
+        self.repair_tried = 0
+        self.state.consumed = start + end - 2
+        return result
+
     def finish(self) -> Iterator[Any]:
         state = self.state
+        if self.after is not None:
+            read_tail(bytes(self.after) + state.rest, state)
+            return
         if self.carry is None:
-            yield from _finish(state.rest, state.rest_offset, self.decode_chunk, state)
+            yield from finish_document(state.rest, state.rest_offset, self.decode_chunk, state)
         else:
-            yield from _finish(bytes(self.carry) + state.rest, self.carry_offset, self.decode_chunk, state)
+            yield from finish_document(bytes(self.carry) + state.rest, self.carry_offset, self.decode_chunk, state)
 
 
 class _IterReader:
@@ -305,90 +335,3 @@ def _find_array_start(buf: bytearray, state: StreamState, final: bool = False) -
         raise NotStreamable("header is not an object")
     state.header = header
     return m.end()
-
-
-def _finish(
-    pending: bytearray, base: int, decode_chunk: Callable[[bytes], Any], state: StreamState
-) -> Iterator[Any]:
-    """Decode the last events and the object tail after the array's closing ']'."""
-    data = bytes(pending)
-    del pending
-    tries = 0
-    repaired = False
-    pos = len(data)
-    while tries < 64:
-        pos = data.rfind(b"]", 0, pos)
-        if pos < 0:
-            break
-        tries += 1
-        tail = data[pos + 1 :].strip()
-        tail_obj = _parse_tail(tail, state.bare_list)
-        if tail_obj is None:
-            continue
-        body = data[:pos].rstrip()
-        try:
-            result = decode_chunk(b"[" + body + b"]") if body else None
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            if repaired:  # cutting out damage is tried at the array's end once, not at every ']'
-                continue
-            repaired = True
-            result = repair(b"[" + body + b"]", exc, base, decode_chunk, state, final=True)
-            if result is FAILED:
-                continue
-        state.tail = tail_obj
-        state.consumed = base + pos
-        if result is not None:
-            yield result
-        return
-    # No well-formed end. Either the document was cut off, or it is complete but malformed.
-    # Keep every whole event before the damage either way.
-    end = data.rstrip()[-1:]
-    if end in (b"}", b"]"):
-        state.truncated = f"invalid JSON in the event array ({_first_error(data, end, base)})"
-    else:
-        state.truncated = "the JSON document ends before its event array is closed"
-    yield from _salvage(data, base, decode_chunk, state)
-
-
-def _first_error(data: bytes, end: bytes, base: int) -> str:
-    pos = data.rfind(b"]")
-    body = data[:pos] if pos >= 0 and end == b"}" else data.rstrip()[:-1]
-    try:
-        msgspec.json.decode(b"[" + body + b"]")
-    except msgspec.DecodeError as exc:
-        # msgspec counts from the '[' we prepended; report the offset in the document.
-        return _BYTE_POS.sub(lambda m: f"at byte {int(m.group(1)) - 1 + base:,}", str(exc))
-    return "unbalanced document"
-
-
-def _parse_tail(tail: bytes, bare_list: bool) -> dict[str, Any] | None:
-    if bare_list:
-        return {} if tail == b"" else None
-    if tail == b"}":
-        return {}
-    if not (tail.startswith(b",") and tail.endswith(b"}")):
-        return None
-    try:
-        obj = msgspec.json.decode(b"{" + tail[1:])
-    except msgspec.DecodeError:
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def _salvage(data: bytes, base: int, decode_chunk: Callable[[bytes], Any], state: StreamState) -> Iterator[Any]:
-    """The whole events of the text after the last accepted piece, when the array has no good end."""
-    last = None
-    for last in _CANDIDATE_CUT.finditer(data):
-        pass
-    state.consumed = base
-    if last is None:
-        return
-    chunk = b"[" + data[: last.start() + 1] + b"]"  # the last cut may be false (inside the cut-off event)
-    try:
-        result = decode_chunk(chunk)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        result = repair(chunk, exc, base, decode_chunk, state, final=True)  # keeps the whole events before damage
-        if result is FAILED:
-            return
-    state.consumed = base + last.start() + 1
-    yield result

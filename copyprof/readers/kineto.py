@@ -29,8 +29,9 @@ from copyprof.events import _INT_COLUMNS, BYTES_SOURCES, COLUMNS, COMPACT_COLUMN
 from copyprof.pandas_import import pandas
 from copyprof.readers.detect import DECOMPRESS_ERRORS
 from copyprof.readers.json_stream import MalformedChunk, NotStreamable, StreamState, stream_event_chunks
-from copyprof.readers.kineto_chunk import ChunkResult
+from copyprof.readers.kineto_chunk import ODD_FIELDS, ChunkResult, odd_fields_note
 from copyprof.readers.kineto_columns import Event, columnize, convert_event, gc_paused
+from copyprof.readers.kineto_merged import split_ranks
 from copyprof.readers.kineto_native import decode_columns
 from copyprof.readers.source import BlockStream, json_size, open_binary
 
@@ -108,6 +109,8 @@ class _Accumulator:
         self.table = _Columns(capacity)
         self.counts = np.zeros(len(KINDS), dtype=np.int64)
         self.other = self.bad = self.graph_launches = 0
+        self.odd = np.zeros(len(ODD_FIELDS), dtype=np.int64)
+        self.rank_counts: dict[int, np.ndarray] = {}  # merged multi-rank files: kind counts per rank key
         self.rows = 0
         self._dir_rows: list[np.ndarray] = []  # memcpy rows (table positions) and their directions
         self._dirs: list[np.ndarray] = []
@@ -128,19 +131,24 @@ class _Accumulator:
         self.other += res.other
         self.bad += res.bad
         self.graph_launches += res.graph_launches
+        self.odd += res.odd
+        for key, counts in res.rank_counts.items():
+            self.rank_counts[key] = self.rank_counts.get(key, 0) + counts
         self.rows += n
 
     def kind_counts(self) -> dict[str, int]:
         return {k: int(c) for k, c in zip(KINDS, self.counts)}
 
-    def build(self, rank: int) -> pd.DataFrame:
+    def build(self, rank: int) -> tuple[pd.DataFrame, np.ndarray]:
+        """The table (every row of rank ``rank``) and each row's rank key (-1 none)."""
         names = list(self.names)
         if not self.rows:
             from copyprof.events import make_table
 
-            return make_table(np.zeros(0, np.int32), names, {"rank": np.zeros(0, np.int32)})
+            return make_table(np.zeros(0, np.int32), names, {"rank": np.zeros(0, np.int32)}), np.zeros(0, np.int8)
         cols = self.table.take()
-        return table_frame(cols.pop("name_code"), names, cols, rank, self._copy_dirs())
+        rank_key = cols.pop("rank_key")
+        return table_frame(cols.pop("name_code"), names, cols, rank, self._copy_dirs()), rank_key
 
     def _copy_dirs(self) -> tuple[np.ndarray, list[str]]:
         """Codes into sorted distinct directions ("" for non-memcpy rows), as Categorical infers."""
@@ -203,10 +211,10 @@ def read_kineto(path: str, pool: ChunkPool | None = None) -> list[Trace]:
         for res in chunks:
             cols.take(res)
     except NotStreamable:
-        header, events = _decode_whole(path)
+        header, events, odd = _decode_whole(path)
         state.header = header
         with gc_paused():
-            cols.take(columnize(events))
+            cols.take(columnize(events, odd))
     except MalformedChunk as exc:
         partial = f"invalid JSON after byte {exc.offset:,} ({exc.reason}); kept {cols.rows:,} events before it"
     if stream.truncated:
@@ -222,10 +230,11 @@ def read_kineto(path: str, pool: ChunkPool | None = None) -> list[Trace]:
     header = {**state.header, **state.tail}
     meta = _meta(path, header, cols)
     meta.partial = partial
-    return [Trace(meta=meta, events=cols.build(meta.ranks[0]))]
+    events, rank_key = cols.build(meta.ranks[0])
+    return split_ranks(Trace(meta=meta, events=events), rank_key, cols.rank_counts)
 
 
-def _decode_whole(path: str) -> tuple[dict[str, Any], list[Event]]:
+def _decode_whole(path: str) -> tuple[dict[str, Any], list[Event], np.ndarray]:
     """Small or unusual documents (traceEvents as a dict keyed "pid,tid"): decode at once."""
     with open_binary(path) as fh:
         try:
@@ -245,8 +254,9 @@ def _decode_whole(path: str) -> tuple[dict[str, Any], list[Event]]:
             raw = [e for group in raw.values() if isinstance(group, list) for e in group]
     else:
         raise CopyprofError("JSON has no traceEvents: not a Chrome trace", path=path)
-    events = [e for e in map(convert_event, raw if isinstance(raw, list) else []) if e is not None]
-    return header, events
+    odd = np.zeros(len(ODD_FIELDS), dtype=np.int64)
+    events = [e for e in (convert_event(item, odd) for item in (raw if isinstance(raw, list) else [])) if e is not None]
+    return header, events, odd
 
 
 def _flavour(header: dict[str, Any], has_gpu: bool) -> str:
@@ -288,6 +298,9 @@ def _meta(path: str, header: dict[str, Any], cols: _Accumulator) -> TraceMeta:
     meta.graph_launches = cols.graph_launches
     if cols.bad:
         meta.warnings.append(f"{cols.bad} events had unreadable timestamps and were skipped")
+    odd = odd_fields_note(cols.odd)
+    if odd:
+        meta.warnings.append(odd)
     return meta
 
 

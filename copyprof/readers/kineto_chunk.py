@@ -7,6 +7,7 @@ are derived exist once, and the two paths cannot drift apart.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -38,6 +39,17 @@ _RUNTIME = 3
 MEMCPY = 1
 AUX_COLUMNS = ("copy_kind_arg", "memcpy_rows")  # per-chunk extras, not table columns
 
+# Fields of a complete event whose value can be of a type the reader cannot use (Inductor's
+# ``"grid": "grid(100,)"`` on a cpu_op, a bool id, an array ``args``). Such a value is ignored
+# — the field reads as absent — and counted per field; the event itself is kept. The order is
+# the index both decoders count in (_kineto_scan.c's O_* codes follow it).
+ODD_FIELDS: tuple[str, ...] = (
+    "cat", "name", "pid", "tid", "ts", "dur", "args",
+    "args.device", "args.fromDevice", "args.stream", "args.correlation", "args.External id",
+    "args.external id", "args.bytes", "args.size", "args.graph id", "args.graph node id", "args.rank",
+    "args.kind", "args.grid", "args.block",
+)
+
 
 class CategoryMap:
     """Raw category string -> (kind index, on_gpu) with the lookup cached per spelling."""
@@ -68,7 +80,7 @@ def fits_int64(f: np.ndarray, scale: float = 1.0) -> np.ndarray:
 class ChunkResult:
     """Columns of one chunk plus the counts of everything it saw."""
 
-    __slots__ = ("bad", "cols", "counts", "graph_launches", "name_codes", "names", "other")
+    __slots__ = ("bad", "cols", "counts", "graph_launches", "name_codes", "names", "odd", "other", "rank_counts")
 
     def __init__(self) -> None:
         self.cols: dict[str, np.ndarray] = {}
@@ -78,20 +90,69 @@ class ChunkResult:
         self.other = 0
         self.bad = 0
         self.graph_launches = 0
+        self.odd = np.zeros(len(ODD_FIELDS), dtype=np.int64)  # ignored values per ODD_FIELDS entry
+        self.rank_counts: dict[int, np.ndarray] = {}  # merged files: per rank key, the counts by kind
 
 
-def kept_rows(kind_all: np.ndarray, codes_all: np.ndarray, names_all: list[str]) -> tuple[ChunkResult, np.ndarray]:
+def odd_fields_note(odd: np.ndarray) -> str | None:
+    """The warning for values of an unexpected type (None when there were none)."""
+    total = int(odd.sum())
+    if not total:
+        return None
+    by_field = ", ".join(f"{name} {int(n):,}" for name, n in zip(ODD_FIELDS, odd.tolist()) if n)
+    return (f"{total:,} field value(s) of an unexpected type were ignored and their events kept "
+            f"(the field reads as absent): {by_field}")
+
+
+def kept_rows(kind_all: np.ndarray, codes_all: np.ndarray, names_all: list[str],
+              rank_all: np.ndarray | None = None) -> tuple[ChunkResult, np.ndarray]:
     """Counts of a chunk's complete events, and which of them become rows: known categories,
-    and of the cpu_ops only the host copy ops."""
+    and of the cpu_ops only the host copy ops. ``rank_all``: each event's rank key (-1 none),
+    for the per-rank counts of merged multi-rank files."""
     res = ChunkResult()
     res.other = int((kind_all == -1).sum())
     keep = kind_all >= 0
     res.counts = np.bincount(kind_all[keep], minlength=len(KINDS))
+    if rank_all is not None and (rank_all >= 0).any():
+        for key in np.unique(rank_all[keep]).tolist():
+            res.rank_counts[key] = np.bincount(kind_all[keep & (rank_all == key)], minlength=len(KINDS))
     cpu = kind_all == _CPU_OP
     if cpu.any():
         host = np.fromiter(map(HOST_COPY_OPS.__contains__, names_all), dtype=bool, count=len(names_all))
         keep &= ~cpu | host[codes_all]
     return res, keep
+
+
+# A rank label in a string pid: SGLang's merger (python/sglang/srt/utils/profile_merger.py)
+# writes "[TP00-DP01-PP00-EP00] 1234"; others write "rank 3" or "Rank3".
+_PARALLEL_LABEL = re.compile(r"\[((?:TP|DP|PP|EP)\d+(?:-(?:TP|DP|PP|EP)\d+)*)\]")
+_RANK_WORD = re.compile(r"\brank[ _-]?(\d{1,6})\b", re.I)
+LABEL_KEY_BASE = 1 << 40  # keys of parallel labels: above any rank number; ordered as SGLang sorts (DP, EP, PP, TP)
+
+
+def pid_rank_key(pid: Any) -> int:
+    """The rank key a string pid names (-1 none): the rank number of "rank N", or for a
+    parallel label an order-preserving key of its (DP, EP, PP, TP) ranks."""
+    if not isinstance(pid, str):
+        return -1
+    m = _PARALLEL_LABEL.search(pid)
+    if m:
+        parts = {p[:2]: int(p[2:]) for p in m.group(1).split("-")}
+        key = 0
+        for axis in ("DP", "EP", "PP", "TP"):
+            key = key * 1024 + min(parts.get(axis, 0), 1023)
+        return LABEL_KEY_BASE + key
+    m = _RANK_WORD.search(pid)
+    return int(m.group(1)) if m else -1
+
+
+def event_ranks(rank_arg: np.ndarray, pids: Any) -> np.ndarray:
+    """Each event's rank key: ``args.rank`` where it is a rank, else what a string pid names."""
+    out = np.where(rank_arg >= 0, rank_arg, -1)
+    if not any(type(p) is str for p in pids):
+        return out
+    keys = np.fromiter((pid_rank_key(p) for p in pids), dtype=np.int64, count=len(out))
+    return np.where(out >= 0, out, keys)
 
 
 class Kept(NamedTuple):
@@ -109,6 +170,7 @@ class Kept(NamedTuple):
     grid: np.ndarray  # (n, 3), -1 unknown
     block: np.ndarray
     copy_kind: list[str]  # args.kind of the memcpy rows, "" when not a string
+    rank: np.ndarray  # rank key of each kept row (-1 none): merged multi-rank files
 
 
 def _kept_names(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -153,6 +215,7 @@ def assemble(res: ChunkResult, k: Kept) -> ChunkResult:
         "block_x": block[:, 0].astype(i32), "block_y": block[:, 1].astype(i32), "block_z": block[:, 2].astype(i32),
         "graph_id": a["graph_id"],
         "graph_node_id": a["graph_node_id"],
+        "rank_key": k.rank,
     }
     # roctracer memcpy ops carry the direction in args.kind ("DtoD"); names say it too.
     mk = np.flatnonzero(k.kind == MEMCPY)

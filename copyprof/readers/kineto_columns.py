@@ -41,7 +41,8 @@ import msgspec
 import numpy as np
 from msgspec.structs import astuple
 
-from copyprof.readers.kineto_chunk import CATMAP, MEMCPY, ChunkResult, Kept, assemble, fits_int64, kept_rows
+from copyprof.readers.kineto_chunk import (CATMAP, MEMCPY, ODD_FIELDS, ChunkResult, Kept, assemble, event_ranks, fits_int64,
+                                          kept_rows)
 
 # Concrete field types let msgspec decode ~3x faster than `Any`; unions cover the spellings
 # seen in real files (roctracer writes runtime args as strings: "bytes": "9216", "kind": "1").
@@ -65,6 +66,7 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):  # frozen: EMPTY_ARGS is
     graph_id: IntLike = msgspec.field(default=-1, name="graph id")
     graph_node_id: IntLike = msgspec.field(default=-1, name="graph node id")
     from_device: IntLike = msgspec.field(default=-1, name="fromDevice")  # CUPTI PtoP has no `device`
+    rank: IntLike = -1  # TraceLens' TraceFusion writes each event's rank here in merged multi-rank files
 
 
 EMPTY_ARGS = EventArgs()
@@ -94,11 +96,14 @@ AnyEvent = Event | _OTHER_PHASES[0]
 for _cls in _OTHER_PHASES[1:]:
     AnyEvent = AnyEvent | _cls  # type: ignore[assignment]
 
+_EVENT_TYPES = {f.encode_name: f.type for f in msgspec.structs.fields(Event)}
+_ARG_TYPES = {f.encode_name: f.type for f in msgspec.structs.fields(EventArgs)}
+ODD_INDEX = {name: i for i, name in enumerate(ODD_FIELDS)}
 _FAST = msgspec.json.Decoder(list[AnyEvent])
 _GENERIC = msgspec.json.Decoder()
 _ARG_FIELDS = EventArgs.__struct_fields__
 INT_ARGS = ("device", "from_device", "stream", "correlation", "external_id", "external_id_legacy",
-            "bytes", "size", "graph_id", "graph_node_id")
+            "bytes", "size", "graph_id", "graph_node_id", "rank")
 
 
 @contextmanager
@@ -113,20 +118,21 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def decode_events(data: bytes | memoryview) -> list[Any]:
+def decode_events(data: bytes | memoryview, odd: np.ndarray | None = None) -> list[Any]:
     """``[ev, ev, ...]`` JSON to Structs (Event for "X"); raises msgspec.DecodeError when it
-    is not JSON."""
+    is not JSON. Values of an unexpected type are counted into ``odd`` (per ODD_FIELDS)."""
     try:
         return _FAST.decode(data)
     except msgspec.ValidationError:
-        # Some event has a field of an unexpected shape (args not an object, ...). Decode
-        # generically and keep the events that fit; the rest are skipped.
-        return [e for e in map(convert_event, _GENERIC.decode(data)) if e is not None]
+        # Some event has a field of an unexpected shape (a string grid, args not an object,
+        # ...). Decode generically; such a field is dropped and counted, the event kept.
+        return [e for e in (convert_event(item, odd) for item in _GENERIC.decode(data)) if e is not None]
 
 
-def convert_event(item: Any) -> Event | None:
-    """One generically decoded event as an Event; None for other phases and misfits.
-    A missing or null "ph" counts as "X" (some writers leave it out)."""
+def convert_event(item: Any, odd: np.ndarray | None = None) -> Event | None:
+    """One generically decoded event as an Event; None for other phases and non-objects.
+    A missing or null "ph" counts as "X" (some writers leave it out). A field whose value
+    has a type the reader cannot use reads as absent and is counted into ``odd``."""
     if not isinstance(item, dict):
         return None
     if item.get("ph") is None:
@@ -136,7 +142,44 @@ def convert_event(item: Any) -> Event | None:
     try:
         return msgspec.convert(item, Event)
     except (msgspec.ValidationError, TypeError):
+        pass
+    fixed, dropped = _without_odd_values(item)
+    try:
+        event = msgspec.convert(fixed, Event)
+    except (msgspec.ValidationError, TypeError):
         return None
+    if odd is not None:
+        odd[dropped] += 1
+    return event
+
+
+def _fits(value: Any, kind: Any) -> bool:
+    try:
+        msgspec.convert(value, kind)
+    except (msgspec.ValidationError, TypeError):
+        return False
+    return True
+
+
+def _without_odd_values(item: dict[str, Any]) -> tuple[dict[str, Any], list[int]]:
+    """``item`` without the values the Event fields cannot take, and their ODD_FIELDS indexes."""
+    fixed, dropped = dict(item), []
+    for key, kind in _EVENT_TYPES.items():
+        if key in fixed and key != "args" and not _fits(fixed[key], kind):
+            del fixed[key]
+            dropped.append(ODD_INDEX[key])
+    args = fixed.get("args")
+    if isinstance(args, dict):
+        args = dict(args)
+        for key, kind in _ARG_TYPES.items():
+            if key in args and not _fits(args[key], kind):
+                del args[key]
+                dropped.append(ODD_INDEX["args." + key])
+        fixed["args"] = args
+    elif "args" in fixed and args is not None:
+        del fixed["args"]
+        dropped.append(ODD_INDEX["args"])
+    return fixed, dropped
 
 
 def to_float(values: list[Any] | tuple[Any, ...]) -> np.ndarray:
@@ -249,28 +292,42 @@ def _kept_field(structs: list[Any], name: str, keep: np.ndarray, dtype: type, to
         return _kept(_field(structs, name), keep, dtype, tolerant)
 
 
-def columnize(events: list[Any]) -> ChunkResult:
-    """Columns for the kept events of a chunk (see copyprof.events for the schema)."""
+def decode_chunk(data: bytes | memoryview) -> ChunkResult:
+    """The Python path for one chunk: decode (GC paused) and columnise, with the counts of
+    ignored values. Raises msgspec.DecodeError when the chunk is not JSON."""
+    odd = np.zeros(len(ODD_FIELDS), dtype=np.int64)
+    with gc_paused():
+        return columnize(decode_events(data, odd), odd)
+
+
+def columnize(events: list[Any], odd: np.ndarray | None = None) -> ChunkResult:
+    """Columns for the kept events of a chunk (see copyprof.events for the schema); ``odd``:
+    the values of an unexpected type that decoding ignored (per ODD_FIELDS)."""
     complete = list(compress(events, map(is_, map(type, events), repeat(Event))))
     del events
     kind_all, gpu_all = _kinds(_field(complete, "cat"))
     codes_all, names_all = _factorize(_field(complete, "name"))
-    res, keep = kept_rows(kind_all, codes_all, names_all)
-    ts_f = _kept_field(complete, "ts", keep, np.float64, to_float)
-    dur_f = _kept_field(complete, "dur", keep, np.float64, to_float)
-    pid_i = _kept_field(complete, "pid", keep, np.int64, to_int)
-    tid_i = _kept_field(complete, "tid", keep, np.int64, to_tid)
+    pids = _field(complete, "pid")
     args = _field(complete, "args")
-    del complete
     if None in args:
         args = [x if x is not None else EMPTY_ARGS for x in args]
     fields = dict(zip(_ARG_FIELDS, _fields(args, len(_ARG_FIELDS))))
     del args
+    rank_all = event_ranks(to_int(fields["rank"]), pids)
+    res, keep = kept_rows(kind_all, codes_all, names_all, rank_all)
+    if odd is not None:
+        res.odd = odd
+    ts_f = _kept_field(complete, "ts", keep, np.float64, to_float)
+    dur_f = _kept_field(complete, "dur", keep, np.float64, to_float)
+    pid_i = _kept(pids, keep, np.int64, to_int)
+    tid_i = _kept_field(complete, "tid", keep, np.int64, to_tid)
+    del complete, pids
     kind = kind_all[keep]
     memcpy_rows = np.flatnonzero(keep)[kind == MEMCPY].tolist()
     return assemble(res, Kept(
         kind=kind, on_gpu=gpu_all[keep], codes=codes_all[keep], names=names_all, ts=ts_f, dur=dur_f,
-        pid=pid_i, tid=tid_i, ints={f: _kept(fields[f], keep, np.int64, to_int) for f in INT_ARGS},
+        pid=pid_i, tid=tid_i, ints={f: _kept(fields[f], keep, np.int64, to_int) for f in INT_ARGS if f != "rank"},
+        rank=rank_all[keep],
         grid=_dim3(fields["grid"], len(keep))[keep],  # _dim3 is exact value by value: mask afterwards
         block=_dim3(fields["block"], len(keep))[keep],
         copy_kind=[k if isinstance(k, str) else "" for k in map(fields["kind"].__getitem__, memcpy_rows)]))

@@ -21,9 +21,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from copyprof.readers.kineto_chunk import CATMAP, MEMCPY, ChunkResult, Kept, assemble, kept_rows
-from copyprof.readers.kineto_columns import (INT_ARGS, IntLike, TimeLike, columnize, decode_events, gc_paused, to_float,
-                                             to_int, to_tid)
+from copyprof.readers.kineto_chunk import CATMAP, MEMCPY, ODD_FIELDS, ChunkResult, Kept, assemble, event_ranks, kept_rows
+from copyprof.readers.kineto_columns import INT_ARGS, IntLike, TimeLike, decode_chunk, to_float, to_int, to_tid
 
 try:  # built by setup.py when a C compiler is there; optional
     from copyprof.readers import _kineto_scan
@@ -36,8 +35,9 @@ ROW = np.dtype({
     "names": ["cat", "name", "pid", "tid", "ts", "dur", "ints", "grid", "block", "kind_off", "kind_len"],
     "formats": ["<i4", "<i4", "<i8", "<i8", "<f8", "<f8", ("<i8", (len(INT_ARGS),)), ("<i8", (3,)), ("<i8", (3,)),
                 "<i8", "<i8"],
-    "offsets": [0, 4, 8, 16, 24, 32, 40, 120, 144, 168, 176],
-    "itemsize": 184,
+    "offsets": [0, 4, 8, 16, 24, 32, 40, 40 + 8 * len(INT_ARGS), 64 + 8 * len(INT_ARGS), 88 + 8 * len(INT_ARGS),
+                96 + 8 * len(INT_ARGS)],
+    "itemsize": 104 + 8 * len(INT_ARGS),
 })
 SIDE = np.dtype({"names": ["row", "field", "len", "off"], "formats": ["<i8", "<i4", "<i4", "<i8"],
                  "offsets": [0, 8, 12, 16], "itemsize": 24})
@@ -49,7 +49,7 @@ _TIME_VALUE = msgspec.json.Decoder(TimeLike)
 
 def native_available() -> bool:
     """Whether chunks go to the native scanner (built, matching layout, not switched off)."""
-    return (_kineto_scan is not None and _kineto_scan.row_size() == (ROW.itemsize, SIDE.itemsize)
+    return (_kineto_scan is not None and _kineto_scan.row_size() == (ROW.itemsize, SIDE.itemsize, len(ODD_FIELDS))
             and os.environ.get("COPYPROF_NATIVE", "1") != "0")
 
 
@@ -61,21 +61,51 @@ def scan_columns(data: bytes | memoryview) -> ChunkResult | str:
     out = _kineto_scan.scan(data)
     if isinstance(out, str):
         return out
-    n, buf, side, cats, names = out
+    n, buf, side, cats, names, odd = out
     rows = np.frombuffer(buf, dtype=ROW, count=n)
     facts = [CATMAP(c) for c in cats] + [(-1, False)]  # code -1 (no category) is the last entry
     kind_all = np.array([k for k, _ in facts], dtype=np.int64)[rows["cat"]]
     gpu_all = np.array([g for _, g in facts], dtype=bool)[rows["cat"]]
-    res, keep = kept_rows(kind_all, rows["name"], names)
+    side_rows = np.frombuffer(side, dtype=SIDE)
+    rank_all = _ranks(rows, side_rows, data)
+    res, keep = kept_rows(kind_all, rows["name"], names, rank_all)
+    res.odd = np.frombuffer(odd, dtype=np.int64).copy()
     kept = rows[keep]
     kind = kind_all[keep]
-    cols = {f: np.ascontiguousarray(kept["ints"][:, i]) for i, f in enumerate(INT_ARGS)}
+    cols = {f: np.ascontiguousarray(kept["ints"][:, i]) for i, f in enumerate(INT_ARGS) if f != "rank"}
     cols.update(pid=kept["pid"], tid=kept["tid"], ts=kept["ts"], dur=kept["dur"])
-    _redo_irregular(cols, np.frombuffer(side, dtype=SIDE), keep, data)
+    _redo_irregular(cols, side_rows[side_rows["field"] != _RANK_FIELD], keep, data)
     return assemble(res, Kept(
         kind=kind, on_gpu=gpu_all[keep], codes=kept["name"], names=names, ts=cols.pop("ts"), dur=cols.pop("dur"),
         pid=cols.pop("pid"), tid=cols.pop("tid"), ints=cols,
-        grid=kept["grid"], block=kept["block"], copy_kind=_copy_kinds(data, kept[kind == MEMCPY])))
+        grid=kept["grid"], block=kept["block"], copy_kind=_copy_kinds(data, kept[kind == MEMCPY]), rank=rank_all[keep]))
+
+
+_RANK_FIELD = INT_ARGS.index("rank")
+_PID_FIELD = SIDE_FIELDS.index("pid")
+
+
+def _ranks(rows: np.ndarray, side: np.ndarray, data: bytes | memoryview) -> np.ndarray:
+    """Every complete event's rank key, as the Python path gives it (kineto_chunk.event_ranks):
+    args.rank, with the side table's other shapes of it converted by that path's to_int, and
+    the string pids' labels. Only merged multi-rank files have either."""
+    rank_arg = np.ascontiguousarray(rows["ints"][:, _RANK_FIELD])
+    odd = side[(side["field"] == _RANK_FIELD) | (side["field"] == _PID_FIELD)]
+    if not len(odd):
+        return np.where(rank_arg >= 0, rank_arg, -1)
+    view = memoryview(data)
+    pids: list[Any] = [None] * len(rows)
+    ranks: list[Any] | None = None
+    for at, field, off, n in zip(odd["row"].tolist(), odd["field"].tolist(), odd["off"].tolist(), odd["len"].tolist()):
+        value = _ID_VALUE.decode(view[off:off + n])
+        if field == _RANK_FIELD:
+            ranks = rank_arg.tolist() if ranks is None else ranks
+            ranks[at] = value
+        else:
+            pids[at] = value
+    if ranks is not None:  # the whole column through that path's to_int, as it converts it
+        rank_arg = to_int(ranks)
+    return event_ranks(rank_arg, pids)
 
 
 def _redo_irregular(cols: dict[str, np.ndarray], side: np.ndarray, keep: np.ndarray, data: bytes | memoryview) -> None:
@@ -118,6 +148,5 @@ def decode_columns(data: bytes | memoryview) -> ChunkResult:
         res = scan_columns(data)
         if not isinstance(res, str):
             return res
-    with gc_paused():
-        return columnize(decode_events(data))
+    return decode_chunk(data)
 

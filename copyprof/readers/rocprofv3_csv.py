@@ -76,21 +76,63 @@ def is_rocprofv3_csv(head: bytes) -> bool:
     return _domain_of(_header_fields(head)) in ("kernel", "memcpy", "api")
 
 
+# rocprofv3's outputs whose headers can look like a trace's but are not (kernel statistics,
+# counter collection): never sniffed by header.
+_OTHER_OUTPUT_RE = re.compile(r"^(?:.*_)?(?:[a-z_]*stats|counter_collection|summary)\.csv(?:\.gz)?$", re.I)
+_DOMAIN_FILE = {"kernel": "kernel_trace", "memcpy": "memory_copy_trace", "agents": "agent_info"}
+
+
+def domain_by_header(path: str) -> str | None:
+    """The rocprofv3 domain (a DOMAINS name) a CSV holds, from its header and first row, for
+    files whose names do not say it (renamed or hand-collected parts); None when it is none
+    we read (API files of other domains than HIP and markers: HSA, RCCL, ...)."""
+    from copyprof.readers.source import head_bytes
+
+    try:
+        head = head_bytes(path)
+    except OSError:
+        return None
+    fields = _header_fields(head)
+    kind = _domain_of(fields)
+    if kind is None or any(c not in fields for c in _REQUIRED[kind]):
+        return None
+    if kind != "api":
+        return _DOMAIN_FILE[kind]
+    lines = head.split(b"\n", 2)  # hip and marker API files share a header: the first row's Domain tells
+    try:
+        row = next(csv.reader([lines[1].decode("utf-8", "replace")])) if len(lines) > 2 else []
+    except csv.Error:
+        row = []
+    domain = row[fields.index("domain")].strip().upper() if len(row) == len(fields) else ""
+    return "marker_api_trace" if domain.startswith("MARKER") else "hip_api_trace" if domain.startswith("HIP") else None
+
+
 def csv_groups(paths: list[str]) -> list[list[str]]:
-    """Group CSV files (or the CSVs of given directories) by their ``<prefix>_`` (pid, host...)."""
+    """Group CSV files (or the CSVs of given directories) by their ``<prefix>_`` (pid, host...).
+
+    Files named otherwise (``kernels.csv``) are recognised by header: those of one directory
+    form one group when no domain repeats among them, else each is a group of its own (which
+    parts belong together cannot be told)."""
     files: list[str] = []
     for p in paths:
         files += [os.path.join(p, f) for f in sorted(os.listdir(p))] if os.path.isdir(p) else [p]
-    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    unnamed: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for f in files:
-        m = _FILE_RE.match(os.path.basename(f))
+        name = os.path.basename(f)
+        m = _FILE_RE.match(name)
         if m:
-            groups[(os.path.dirname(f), m["prefix"])].append(f)
-
-    def domain(f: str) -> str:
-        return _FILE_RE.match(os.path.basename(f))["domain"].lower()  # type: ignore[index]
-    out = [sorted(g, key=lambda f: DOMAINS.index(domain(f))) for _, g in sorted(groups.items())]
-    return [g for g in out if any(domain(f) != "agent_info" for f in g)]
+            groups[(os.path.dirname(f), m["prefix"])].append((f, m["domain"].lower()))
+        elif name.lower().endswith((".csv", ".csv.gz")) and not _OTHER_OUTPUT_RE.match(name):
+            domain = domain_by_header(f)
+            if domain:
+                unnamed[os.path.dirname(f)].append((f, domain))
+    out = [g for _, g in sorted(groups.items())]
+    for _, parts in sorted(unnamed.items()):
+        domains = [d for _, d in parts]
+        out += [parts] if len(set(domains)) == len(domains) else [[p] for p in parts]
+    ordered = [sorted(g, key=lambda fd: DOMAINS.index(fd[1])) for g in out]
+    return [[f for f, _ in g] for g in ordered if any(d != "agent_info" for _, d in g)]
 
 
 # ----------------------------------------------------------------------------- file loading

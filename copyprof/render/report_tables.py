@@ -35,13 +35,18 @@ def fmt_pct(v: float | None) -> str:
 def census_table(run: RunReport) -> TableData:
     ps = run.per_step
     t = TableData("census", "Copies per decode step (median over steps)", ["copy site", "per step", "ms/step"])
+    none = not run.steps.decode  # no step counted: a median over no steps is no figure, not 0 (issue 15)
     kinds = [k for k in ps.post_proj if k != "total"]
+
+    def row(label: str, n: object, ms: float | None) -> list[object]:
+        return [label, "–" if none else n, fmt_ms(None if none else ms)]
+
     for k in kinds:
-        t.rows.append([f"post-projection, {kind_label(k)} layers", ps.post_proj[k], fmt_ms(ps.post_proj_ms[k])])
+        t.rows.append(row(f"post-projection, {kind_label(k)} layers", ps.post_proj[k], ps.post_proj_ms[k]))
     if kinds:
-        t.rows.append(["post-projection, total", ps.post_proj["total"], fmt_ms(ps.post_proj_ms["total"])])
-    t.rows.append(["other device-to-device copies", ps.other, fmt_ms(ps.other_ms)])
-    t.rows.append(["all device-to-device copies", ps.copies, fmt_ms(_sum(ps.post_proj_ms["total"], ps.other_ms))])
+        t.rows.append(row("post-projection, total", ps.post_proj["total"], ps.post_proj_ms["total"]))
+    t.rows.append(row("other device-to-device copies", ps.other, ps.other_ms))
+    t.rows.append(row("all device-to-device copies", ps.copies, _sum(ps.post_proj_ms["total"], ps.other_ms)))
     if ps.host_copies is not None:
         t.rows.append(["host-side aten::copy_ ops (CPU trace)", ps.host_copies, "–"])
     t.note = run.attribution.message

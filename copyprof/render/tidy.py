@@ -32,6 +32,14 @@ def _run_rows(run: RunReport, arm: str, by_source: bool) -> Iterator[Row]:
     yield "steps", "decode", arm, run.steps.decode, "steps"
     yield "steps", "excluded", arm, run.steps.excluded, "steps"
     yield "steps", "rule", arm, run.steps.rule, ""
+    if not run.steps.decode:  # a median over no steps is no figure: the cells stay empty, never 0
+        yield from ((section, name, arm, "", unit) for section, name, _, _, unit in _per_step_rows(run, arm))
+    else:
+        yield from _per_step_rows(run, arm)
+    yield from _site_rows(run, arm, by_source)
+
+
+def _per_step_rows(run: RunReport, arm: str) -> Iterator[Row]:
     ps = run.per_step
     yield "per_step", "tokens", arm, _v(ps.tokens), "tokens"
     yield "per_step", "period", arm, _v(ps.period_ms), "ms"
@@ -44,6 +52,9 @@ def _run_rows(run: RunReport, arm: str, by_source: bool) -> Iterator[Row]:
     yield "per_step", "other_time", arm, _v(ps.other_ms), "ms"
     if ps.host_copies is not None:
         yield "per_step", "host_copy_ops", arm, ps.host_copies, "ops"
+
+
+def _site_rows(run: RunReport, arm: str, by_source: bool) -> Iterator[Row]:
     for site in run.sites:
         name = f"{site.site}@{site.bytes}B" + (f"@{site.source}" if site.source else "")
         yield "site", f"{name}.per_step", arm, site.per_step, "copies"

@@ -30,7 +30,7 @@ WEIRD: tuple[Any, ...] = (
 )
 EVENT_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id")
 ARG_FIELDS = ("device", "stream", "correlation", "bytes", "grid", "block", "External id", "external id",
-              "graph id", "graph node id", "kind", "size", "fromDevice")
+              "graph id", "graph node id", "kind", "size", "fromDevice", "rank")
 BYTE_OPS = ("truncate", "flip", "insert", "delete", "dup_span", "non_utf8", "zero_fill")
 GZIP_OPS = ("gz_truncate", "gz_flip", "gz_trailer", "gz_garbage_after", "gz_multi")
 OPS: dict[str, tuple[str, ...]] = {
