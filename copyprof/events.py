@@ -16,7 +16,9 @@ arrays that are written into cast to int64 first (taxonomy/copies.py does for by
 grid x block).
 
 =============== ========= =====================================================================
-kind            category  kernel | memcpy | memset | runtime | annotation | cpu_op
+kind            category  kernel | memcpy | memset | runtime | annotation | cpu_op | python
+                          (python: a Python frame of a trace with stacks, Kineto ``python_function``;
+                          ``stream`` is its thread; analysis/sources.py names each copy's code)
 name            category  kernel / op / annotation name as the trace spells it
 on_gpu          bool      True for device-timeline events (kernels, copies, GPU annotations)
 rank            <=int32   distributed rank the file belongs to (0 when unknown)
@@ -48,7 +50,7 @@ from copyprof.pandas_import import pandas
 if TYPE_CHECKING:
     import pandas as pd
 
-KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op")
+KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op", "python")
 BYTES_SOURCES: tuple[str, ...] = ("none", "event", "runtime", "grid", "grid-bound", "layout")
 
 _INT_COLUMNS: dict[str, str] = {

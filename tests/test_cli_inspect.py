@@ -12,7 +12,10 @@ def test_json_contract_on_vllm_decode_sample(samples):
     out = cli_json("inspect", str(samples / "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz"))
     [f] = out["files"]
     assert CONTRACT <= set(f)
-    assert set(f["counts"]) == {"kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op"}
+    # the contract's six kinds, and "python" (python_function frames) since issue 14: 984 in this
+    # file (counted with stdlib json)
+    assert set(f["counts"]) == {"kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op", "python"}
+    assert f["counts"]["python"] == 984
     assert all(isinstance(v, int) for v in f["counts"].values())
     # 9 `Memcpy DtoD` ops precede the graph; one hipGraphLaunch (counted with stdlib json).
     assert f["d2d_copies"] == 9 and f["d2d_by_name"] == {"Memcpy DtoD (Device -> Device)": 9}

@@ -3,12 +3,14 @@
 Expected numbers were counted independently with the stdlib json module (one pass over
 traceEvents, ph == "X", grouped by `cat`), not with copyprof:
 
-file                            kernel memcpy(DtoD) memset runtime annot cpu_op graphLaunch
-A100 cudagraph (HTA)              6080   1390(1280)    277   33924   360  25185     70
-B200 eager (TraceLens)             768    161(146)       0    1372     6   4809      0   runtime = 1151 cuda_runtime + 221 cuda_driver; annot = 3 cpu + 3 gpu
-MI250 ROCm 6.2 (HTA)                14      2(0)         0      21     5     70      0   annot = 3 cpu + 2 gpu
-MI300X SGLang decode (TraceLens)   555      3(2)         0      29     2     61      1
-MI300X vLLM decode graph (TL)      425      9(9)         0      20     1    100      1
+file                            kernel memcpy(DtoD) memset runtime annot cpu_op python graphLaunch
+A100 cudagraph (HTA)              6080   1390(1280)    277   33924   360  25185      0     70
+B200 eager (TraceLens)             768    161(146)       0    1372     6   4809  15230      0   runtime = 1151 cuda_runtime + 221 cuda_driver; annot = 3 cpu + 3 gpu
+MI250 ROCm 6.2 (HTA)                14      2(0)         0      21     5     70      0      0   annot = 3 cpu + 2 gpu
+MI300X SGLang decode (TraceLens)   555      3(2)         0      29     2     61    821      1
+MI300X vLLM decode graph (TL)      425      9(9)         0      20     1    100    984      1
+
+python = cat "python_function" (Python frames of a trace with stacks, kept since issue 14).
 """
 from __future__ import annotations
 
@@ -19,15 +21,15 @@ from copyprof.taxonomy.copies import copy_class
 
 EXPECTED = {
     "kineto_cupti_a100_cudagraph_rank0.json.gz": (
-        "cupti", {"kernel": 6080, "memcpy": 1390, "memset": 277, "runtime": 33924, "annotation": 360, "cpu_op": 25185}, 1280, 70),
+        "cupti", {"kernel": 6080, "memcpy": 1390, "memset": 277, "runtime": 33924, "annotation": 360, "cpu_op": 25185, "python": 0}, 1280, 70),
     "kineto_cupti_b200_eager.json.gz": (
-        "cupti", {"kernel": 768, "memcpy": 161, "memset": 0, "runtime": 1372, "annotation": 6, "cpu_op": 4809}, 146, 0),
+        "cupti", {"kernel": 768, "memcpy": 161, "memset": 0, "runtime": 1372, "annotation": 6, "cpu_op": 4809, "python": 15230}, 146, 0),
     "kineto_roctracer_mi250_rocm6_2_minitoy.json.gz": (
-        "roctracer", {"kernel": 14, "memcpy": 2, "memset": 0, "runtime": 21, "annotation": 5, "cpu_op": 70}, 0, 0),
+        "roctracer", {"kernel": 14, "memcpy": 2, "memset": 0, "runtime": 21, "annotation": 5, "cpu_op": 70, "python": 0}, 0, 0),
     "kineto_roctracer_mi300x_sglang_qwen3_8b_decode.json.gz": (
-        "roctracer", {"kernel": 555, "memcpy": 3, "memset": 0, "runtime": 29, "annotation": 2, "cpu_op": 61}, 2, 1),
+        "roctracer", {"kernel": 555, "memcpy": 3, "memset": 0, "runtime": 29, "annotation": 2, "cpu_op": 61, "python": 821}, 2, 1),
     "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz": (
-        "roctracer", {"kernel": 425, "memcpy": 9, "memset": 0, "runtime": 20, "annotation": 1, "cpu_op": 100}, 9, 1),
+        "roctracer", {"kernel": 425, "memcpy": 9, "memset": 0, "runtime": 20, "annotation": 1, "cpu_op": 100, "python": 984}, 9, 1),
 }
 
 
@@ -52,7 +54,8 @@ def test_cuda_graph_kernels_share_the_launch_correlation(samples):
     launches = ev[(ev["kind"] == "runtime") & ev["name"].astype(str).str.startswith("cudaGraphLaunch")]
     gpu = ev[ev["on_gpu"] & ev["correlation"].isin(set(launches["correlation"]))]
     assert len(launches) == 70
-    assert gpu["kind"].value_counts().to_dict() == {"memset": 210, "kernel": 135, "memcpy": 0, "runtime": 0, "annotation": 0, "cpu_op": 0}
+    assert gpu["kind"].value_counts().to_dict() == {"memset": 210, "kernel": 135, "memcpy": 0, "runtime": 0, "annotation": 0, "cpu_op": 0,
+                                                  "python": 0}
 
 
 def test_roctracer_runtime_copy_rows_carry_string_bytes(samples):

@@ -13,7 +13,8 @@ from copyprof.errors import CopyprofError
 @click.argument("run", type=click.Path())
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="File to write (.json or .json.gz); never an existing file unless --force.")
-@click.option("--model", help="Model layout (preset, config.json or model directory): layers and kinds.")
+@click.option("--model", help="Model layout (preset, config.json or model directory): layers and kinds. "
+                               "Default: the model run.json records.")
 @click.option("--rank", type=int, default=None, help="Rank to annotate (default: the lowest).")
 @click.option("--all-steps", is_flag=True, help="Annotate every step, not only pure-decode ones.")
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
@@ -36,9 +37,11 @@ def annotate_cmd(run: str, output: str, model: str | None, rank: int | None, all
         raise CopyprofError("the output name must end in .json or .json.gz", path=output)
     from copyprof.cli.reading import read_traces
     from copyprof.load import discover
-    from copyprof.models import load_layout
+    from copyprof.cli.model_option import resolve_layout
 
-    layout = load_layout(model) if model else None
+    layout, note = resolve_layout(model, [run])
+    if note:
+        click.echo(f"copyprof: note: {note}", err=True)
     traces = [t for t in read_traces(discover([run]), jobs, not no_cache) if t.meta.role == "rank"]
     if not traces:
         raise CopyprofError("no per-rank trace found", path=run)

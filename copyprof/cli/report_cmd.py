@@ -11,7 +11,8 @@ from copyprof.cli.main import cli
 from copyprof.analysis.results import RunReport, encode
 from copyprof.errors import CopyprofError
 from copyprof.load import discover
-from copyprof.models import ModelLayout, load_layout
+from copyprof.cli.model_option import resolve_layout
+from copyprof.models import ModelLayout
 from copyprof.result_cache import load_result, result_key, store_result
 
 # numpy, pandas, scipy and the readers are imported only when a run must be analysed: a
@@ -133,23 +134,6 @@ def command_line(argv: list[str] | None = None) -> str:
             continue
         shown.append(a)
     return " ".join(["copyprof", *(shlex.quote(a) for a in shown)])
-
-
-def resolve_layout(model: str | None, runs: tuple[str, ...]) -> tuple[ModelLayout | None, str]:
-    """The layout to use: --model, else the model the (first) run's run.json names, said in a note."""
-    if model:
-        return load_layout(model), ""
-    from copyprof.capture.rundir import recorded_model
-
-    for run in runs:
-        spec = recorded_model(run)
-        if spec:
-            try:
-                layout = load_layout(spec)
-            except CopyprofError:
-                continue
-            return layout, f"layout {layout.name} from {os.path.join(run, 'run.json')} (no --model given)"
-    return None, ""
 
 
 def _labels(labels: str | None, runs: tuple[str, ...]) -> list[str]:

@@ -1,0 +1,29 @@
+"""The ``--model`` option of the reading commands (``report``, ``annotate``): a preset, a
+config.json or a model directory; when absent, the model the run's own run.json records."""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from copyprof.errors import CopyprofError
+from copyprof.models import ModelLayout, load_layout
+
+
+def resolve_layout(model: str | None, runs: Sequence[str]) -> tuple[ModelLayout | None, str]:
+    """The layout to use and a note saying where it came from ("" when --model gave it).
+
+    Without --model, the first run whose run.json names a model copyprof can lay out decides
+    (a run made by ``copyprof run`` always records it); none: no layout, as before."""
+    if model:
+        return load_layout(model), ""
+    from copyprof.capture.rundir import recorded_model
+
+    for run in runs:
+        spec = recorded_model(run)
+        if spec:
+            try:
+                layout = load_layout(spec)
+            except CopyprofError:
+                continue
+            return layout, f"layout {layout.name} from {os.path.join(run, 'run.json')} (no --model given)"
+    return None, ""
