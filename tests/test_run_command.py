@@ -164,7 +164,7 @@ def test_engine_replica_dispatches_to_run_replica(monkeypatch, tmp_path: Path) -
     from click.testing import CliRunner
 
     import copyprof.capture.replica as replica
-    from copyprof.cli.main import _register_commands, cli
+    from copyprof.cli.main import cli
 
     seen: dict = {}
 
@@ -173,7 +173,6 @@ def test_engine_replica_dispatches_to_run_replica(monkeypatch, tmp_path: Path) -
         return [tmp_path / "a", tmp_path / "b"]
 
     monkeypatch.setattr(replica, "run_replica", fake_run_replica)
-    _register_commands()
     res = CliRunner().invoke(cli, ["run", "--engine", "replica", "--model", "kimi-k3", "--tp", "8", "--concurrency",
                                    "24", "--device", "cpu", "--arm", "both", "--eager", "--steps", "7",
                                    "--timing-blocks", "0", "--out", str(tmp_path), "--label", "rep"])

@@ -5,11 +5,10 @@ import os
 
 import click
 
-from copyprof.cli.main import cli
 from copyprof.errors import CopyprofError
 
 
-@cli.command("annotate")
+@click.command("annotate")
 @click.argument("run", type=click.Path())
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="File to write (.json or .json.gz); never an existing file unless --force.")

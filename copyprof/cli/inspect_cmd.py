@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import click
 
-from copyprof.cli.main import cli
 
 
-@cli.command("inspect")
+@click.command("inspect")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,

@@ -1,6 +1,7 @@
 """Entry point: the click group and the mapping of CopyprofError to one-line errors."""
 from __future__ import annotations
 
+import importlib
 import signal
 import sys
 
@@ -10,19 +11,38 @@ from copyprof import __version__
 from copyprof.errors import EXIT_BAD_INPUT, CopyprofError
 
 
-@click.group()
+COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": ("copyprof.cli.inspect_cmd", "inspect_cmd"),
+    "report": ("copyprof.cli.report_cmd", "report_cmd"),
+    "models": ("copyprof.cli.report_cmd", "models_cmd"),
+    "annotate": ("copyprof.cli.annotate_cmd", "annotate_cmd"),
+    "run": ("copyprof.cli.run_cmd", "run_cmd"),
+}
+"""Every command a user runs: name -> (module, click command). One module per command; a
+command module never imports this one back (no cycle), and only the command asked for is
+imported (``report`` answered from the cache does not load ``run``'s capture code)."""
+
+
+class CommandList(click.Group):
+    """The explicit command list above, each module imported when its command is used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attr = COMMANDS[cmd_name]
+        return getattr(importlib.import_module(module), attr)
+
+
+@click.group(cls=CommandList)
 @click.version_option(__version__, prog_name="copyprof")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """Trace-driven copy-cost profiler for LLM serving."""
     ctx.obj = {"debug": debug}
-
-
-def _register_commands() -> None:
-    # Imported for their @cli.command side effect; one module per command.
-    from copyprof.cli import annotate_cmd, inspect_cmd, report_cmd  # noqa: F401
-    from copyprof.cli import run_cmd  # noqa: F401
 
 
 def global_first(args: list[str]) -> list[str]:
@@ -35,7 +55,6 @@ def global_first(args: list[str]) -> list[str]:
 
 
 def main() -> None:
-    _register_commands()
     args = global_first(sys.argv[1:])
     debug = args[:1] == ["--debug"]
     try:

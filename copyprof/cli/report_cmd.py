@@ -7,7 +7,6 @@ import sys
 
 import click
 
-from copyprof.cli.main import cli
 from copyprof.analysis.results import RunReport, encode
 from copyprof.errors import CopyprofError
 from copyprof.load import discover
@@ -54,7 +53,7 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
         wait_for_writes()
 
 
-@cli.command("report")
+@click.command("report")
 @click.argument("runs", nargs=-1, required=True, type=click.Path())
 @click.option("--model", "model", help="Model layout: a preset (see `copyprof models`), a config.json or a model directory.")
 @click.option("--rank", type=int, default=None, help="Rank whose figures head the report (default: the lowest, normally 0).")
@@ -147,7 +146,7 @@ def _labels(labels: str | None, runs: tuple[str, ...]) -> list[str]:
     return [os.path.basename(os.path.normpath(runs[0])) or runs[0]]
 
 
-@cli.command("models")
+@click.command("models")
 def models_cmd() -> None:
     """List model layout presets: each kind's layer count (and, for the rarer kinds, which layers)."""
     from copyprof.models import PRESETS

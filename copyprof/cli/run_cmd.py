@@ -16,7 +16,6 @@ import click
 from rich.console import Console
 from rich.status import Status
 
-from copyprof.cli.main import cli
 from copyprof.errors import CopyprofError
 
 _EPILOG = """\b
@@ -82,7 +81,7 @@ def _python(path: str | None) -> str:
     return os.path.abspath(path) if path else sys.executable
 
 
-@cli.command("run", context_settings={"show_default": True}, epilog=_EPILOG)
+@click.command("run", context_settings={"show_default": True}, epilog=_EPILOG)
 @click.option("--model", required=True, help="Preset (kimi-k3, kimi-linear-48b-a3b), model directory, or hub id.")
 @click.option("--engine", type=click.Choice(["vllm", "replica"]), default="vllm",
               help="vllm: serve and profile a real vLLM; replica: copyprof's one-rank decode replica.")

@@ -208,9 +208,12 @@ def _warm_up() -> None:
     import copyprof.readers.rocprof_v1  # noqa: F401
     import copyprof.readers.rocprofv3_json  # noqa: F401
     import copyprof.render.report_text  # noqa: F401
-    from copyprof.cli.main import _register_commands
+    import importlib
 
-    _register_commands()
+    from copyprof.cli.main import COMMANDS
+
+    for module, _ in COMMANDS.values():  # every command's module, loaded before the workers fork
+        importlib.import_module(module)
 
 
 def _worker(conn: Connection, seeds: dict[str, list[Seed]], scratch: str, timeout_s: float, mem_bytes: int) -> None:
