@@ -2,16 +2,16 @@
 
 The extension is optional: where no C compiler is available the build goes on without it,
 and copyprof reads Kineto traces with its pure-Python path (same tables, ~2-3x slower;
-copyprof/readers/kineto_native.py says which path is in use).
+copyprof/readers/kineto/native.py says which path is in use).
 """
 from setuptools import Extension, setup
 
 setup(
     ext_modules=[
         Extension(
-            "copyprof.readers._kineto_scan",
-            sources=["copyprof/readers/_kineto_scan.c"],
-            depends=["copyprof/readers/_json_scan.h", "copyprof/readers/_kineto_values.h"],
+            "copyprof.readers.kineto.low_level.scanner",
+            sources=["copyprof/readers/kineto/low_level/scan.c"],
+            depends=["copyprof/readers/kineto/low_level/json_scan.h", "copyprof/readers/kineto/low_level/values.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )

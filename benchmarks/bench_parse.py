@@ -109,7 +109,7 @@ def ensure_copyprof(python: str | None) -> tuple[str, dict[str, str | None]]:
     # The checkout's native Kineto scanner, built in place for this interpreter (setup.py);
     # the figures say whether it was in use, as without it copyprof reads ~2-3x slower.
     subprocess.run([str(py), "setup.py", "-q", "build_ext", "--inplace"], cwd=REPO, check=True, capture_output=True)
-    native = subprocess.run([str(py), "-c", "from copyprof.readers.kineto_native import native_available as n; "
+    native = subprocess.run([str(py), "-c", "from copyprof.readers.kineto.native import native_available as n; "
                              "print(n())"], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
     versions["native_scanner"] = native
     return str(py), versions

@@ -48,7 +48,7 @@ def _job(key: str) -> Job:
 
 def replay(key: str, seeds_root: Path, save: Path | None) -> int:
     """Rebuild one input and run it here (no worker), printing what each command did."""
-    from copyprof.readers import source
+    from copyprof.readers import files as source
 
     seeds = build_seeds(seeds_root)
     job = _job(key)

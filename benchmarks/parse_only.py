@@ -24,10 +24,10 @@ def main() -> None:
         _, df, _ = parse_trace_file(path)
         rows = len(df)
     else:
-        from copyprof.load import load
+        from copyprof.reading import read_runs
 
         t1 = time.perf_counter()
-        rows = sum(len(t.events) for t in load([path], jobs=int(sys.argv[3]) if len(sys.argv) > 3 else 1))
+        rows = sum(len(t.events) for t in read_runs([path], jobs=int(sys.argv[3]) if len(sys.argv) > 3 else 1))
     t2 = time.perf_counter()
     print(json.dumps({"import_s": round(t1 - t0, 3), "parse_s": round(t2 - t1, 3), "rows": rows}))
 

@@ -43,15 +43,16 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 2  # 2: inputs identified by SHA-256 (was blake2b)
 MAX_BYTES_DEFAULT = 8 << 30  # older entries are evicted beyond this (COPYPROF_CACHE_MAX_MB)
-_CODE_DIRS = ("readers", "taxonomy")  # whose sources, with events.py and load.py, key the entries
+_CODE_DIRS = ("readers", "taxonomy")  # whose sources (all levels), with events.py and reading.py, key the entries
 
 
 def code_hash() -> str:
-    """Hash of the code that produces tables: a reader change must not serve old tables."""
-    files = [PACKAGE / "events.py", PACKAGE / "load.py"]
+    """Hash of the code that produces tables: a reader change must not serve old tables (the
+    native scanner's C sources included, where installed)."""
+    files = [PACKAGE / "events.py", PACKAGE / "reading.py"]
     for d in _CODE_DIRS:
-        files.extend(sorted((PACKAGE / d).glob("*.py")))
-    files.extend(sorted((PACKAGE / "readers").glob("*.[ch]")))  # the native scanner's sources, where installed
+        files.extend(sorted((PACKAGE / d).rglob("*.py")))
+        files.extend(sorted((PACKAGE / d).rglob("*.[ch]")))
     return code_hash_of(files)
 
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op", "python")
 BYTES_SOURCES: tuple[str, ...] = ("none", "event", "runtime", "grid", "grid-bound", "layout")
 
-_INT_COLUMNS: dict[str, str] = {
+INT_COLUMNS: dict[str, str] = {
     "rank": "int32",
     "device": "int32",
     "stream": "int64",
@@ -72,12 +72,12 @@ _INT_COLUMNS: dict[str, str] = {
     "graph_node_id": "int64",
 }
 CLOCK_COLUMNS: tuple[str, ...] = ("start_ns",)  # always int64
-COMPACT_COLUMNS: tuple[str, ...] = tuple(c for c in _INT_COLUMNS if c not in CLOCK_COLUMNS)  # narrowest dtype
+COMPACT_COLUMNS: tuple[str, ...] = tuple(c for c in INT_COLUMNS if c not in CLOCK_COLUMNS)  # narrowest dtype
 # (dtype, itemsize, min, max) narrowest first: narrowest_int runs per column per chunk.
 _INT_RANGES = tuple((np.dtype(t), np.dtype(t).itemsize, int(np.iinfo(t).min), int(np.iinfo(t).max))
                     for t in (np.int8, np.int16, np.int32, np.int64))
 COLUMNS: tuple[str, ...] = (
-    "kind", "name", "on_gpu", *_INT_COLUMNS, "bytes_src", "copy_dir",
+    "kind", "name", "on_gpu", *INT_COLUMNS, "bytes_src", "copy_dir",
 )
 
 
@@ -184,7 +184,7 @@ def make_table(name_codes: np.ndarray, names: list[str], cols: dict[str, Any]) -
     data["kind"] = pd.Categorical(_col(cols, "kind", n, "kernel"), categories=KINDS)
     data["name"] = pd.Categorical.from_codes(name_codes, categories=_unique(names))
     data["on_gpu"] = np.asarray(_col(cols, "on_gpu", n, False), dtype=bool)
-    for col, dtype in _INT_COLUMNS.items():
+    for col, dtype in INT_COLUMNS.items():
         default = 0 if col == "rank" else -1
         values = _col(cols, col, n, default)
         data[col] = np.asarray(values, dtype=dtype) if col in CLOCK_COLUMNS else compact_ints(values, dtype)

@@ -36,8 +36,9 @@ MAX_ENTRIES = 256
 
 
 def package_hash() -> str:
-    """Hash of every Python source of copyprof (the analysis, readers and renderers alike)."""
-    return code_hash_of(sorted(PACKAGE.rglob("*.py")))
+    """Hash of every source of copyprof — Python (the analysis, readers and renderers alike)
+    and the native scanner's C, so a scanner change cannot serve a stale analysis."""
+    return code_hash_of(sorted(PACKAGE.rglob("*.py")) + sorted(PACKAGE.rglob("*.[ch]")))
 
 
 def result_key(path: str, source_paths: list[tuple[str, ...]], options: dict[str, Any]) -> str | None:

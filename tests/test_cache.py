@@ -13,7 +13,7 @@ import pytest
 
 from copyprof import cache as cache_mod
 from copyprof.cache import TableCache, cache_dir, cached_read
-from copyprof.load import discover, read_source
+from copyprof.readers.discover import discover, read_source
 from tests.conftest import run_cli
 
 SAMPLE = "kineto_cupti_b200_eager.json.gz"
@@ -179,8 +179,8 @@ def test_report_json_identical_cold_warm_and_no_cache(tmp_path, samples, monkeyp
 
 
 def test_no_decode_workers_when_the_cache_serves_every_source(tmp_path, trace, monkeypatch):
-    from copyprof import parallel
-    from copyprof.load import decode_pool
+    from copyprof.readers.kineto import pool as parallel
+    from copyprof.reading import decode_pool
 
     monkeypatch.setenv("COPYPROF_CACHE_DIR", str(tmp_path / "c"))
     monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 1)

@@ -7,7 +7,6 @@ MLA scope at C16 removes 24 copies, kernel estimate ~0.128 ms, kernel+gap ~0.150
 """
 from __future__ import annotations
 
-
 import pytest
 
 from tests.conftest import cli_json, run_cli

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from copyprof.events import COMPACT_COLUMNS, CLOCK_COLUMNS, EventTableBuilder, compact_ints, narrowest_int
-from copyprof.readers.kineto import _Columns
+from copyprof.events import CLOCK_COLUMNS, COMPACT_COLUMNS, EventTableBuilder, compact_ints, narrowest_int
+from copyprof.readers.kineto.reader import ColumnBuffer
 
 
 @pytest.mark.parametrize("lo, hi, expected", [
@@ -53,7 +53,7 @@ def test_builder_compacts_every_integer_column_but_the_clock() -> None:
 def test_chunked_columns_widen_when_a_later_chunk_needs_it() -> None:
     # First chunk: small ids (int8); later: an id past int16, then a tid past int32. The column
     # is widened in place and ends as compact_ints over all values would make it, values exact.
-    cols = _Columns(capacity=4)
+    cols = ColumnBuffer(capacity=4)
     chunks = [np.array([-1, 5]), np.array([70_000, 3]), np.array([2**35, -1]), np.array([1, 2])]
     for c in chunks:
         cols.append({"correlation": c.astype(np.int64), "start_ns": c.astype(np.int64)}, len(c))
@@ -65,7 +65,7 @@ def test_chunked_columns_widen_when_a_later_chunk_needs_it() -> None:
 
 
 def test_chunked_columns_stay_narrow_when_no_chunk_needs_more() -> None:
-    cols = _Columns(capacity=2)
+    cols = ColumnBuffer(capacity=2)
     for c in ([-1, 100], [300, 2], [7, 8]):  # the second chunk needs int16, the third does not
         cols.append({"stream": np.array(c, dtype=np.int64)}, len(c))
     out = cols.take()
@@ -89,19 +89,18 @@ def test_resolved_copy_sizes_are_not_wrapped_by_a_narrow_bytes_column() -> None:
 
 def test_analysis_strings_are_python_objects_under_the_cli_option() -> None:
     # Where pyarrow is installed, pandas >= 3 stores inferred strings as Arrow arrays; loading
-    # its compute library cost ~50 MB in a report (cli/reading.use_python_strings). Under the
+    # its compute library cost ~50 MB in a report (copyprof/reading.py: use_python_strings). Under the
     # option the commands set, the census' string columns must be Python-stored, and the
     # report must not change (the acceptance tests compare its figures).
     import pandas as pd
 
     from copyprof.analysis.report import analyze_rank
-    from copyprof.cli.reading import use_python_strings
-    from copyprof.load import load
     from copyprof.models import load_layout
+    from copyprof.reading import read_runs, use_python_strings
     from tests.conftest import REPO
 
     run = sorted((REPO / "traces").glob("replica-kimi-k3-tp8-c16-cuda-graph-baseline-2*"))[0]
-    trace = load([str(sorted(run.glob("rank0.*"))[0])])[0]
+    trace = read_runs([str(sorted(run.glob("rank0.*"))[0])])[0]
     with pd.option_context("mode.string_storage", pd.get_option("mode.string_storage")):
         use_python_strings()
         ra = analyze_rank(trace, load_layout("kimi-k3"))

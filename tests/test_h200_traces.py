@@ -1,14 +1,13 @@
 """The shipped H200 replica captures (traces/README.md says how they were made).
 
 Their copies are known by construction and were counted independently by reading the files
-(copyprof/capture/replica_census.py, tables in traces/README.md): per step, Kimi-K3 TP8 has 93
+(the census of that time, tables in traces/README.md; now `copyprof inspect --steps`): per step, Kimi-K3 TP8 has 93
 post-projection copies (24 MLA + 69 KDA) of [N, 7168] bf16 plus 69 KDA placement copies of
 [N, 12*128] bf16; Kimi-Linear TP8 has 27 (7 MLA + 20 KDA) of [N, 2304] plus 20 placement
 copies of [N, 4*128]; candidates have no post-projection copy. In graph replay every copy is a
 `memcpy32_post` kernel (bytes from the grid), in the eager capture a `Memcpy DtoD` record.
 """
 from __future__ import annotations
-
 
 import pytest
 

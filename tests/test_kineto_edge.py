@@ -87,7 +87,7 @@ def test_many_chunks_pretty_printed_match_compact(tmp_path):
     events = [_x("kernel", f"k{i} weird }},{{ name", i, 1, device=0, stream=i % 3, correlation=i,
                  grid=[i, 1, 1], block=[128, 1, 1], nested={"a": [{"b": 1}, {"c": 2}]}) for i in range(30000)]
     doc = {"schemaVersion": 1, "traceEvents": events, "traceName": "x"}
-    from copyprof.readers import source
+    from copyprof.readers import files as source
     old = source.BLOCK_SIZE
     try:
         source.BLOCK_SIZE = 1 << 16  # force many blocks

@@ -1,6 +1,6 @@
 """Issue 15 defect 4: a merged multi-rank Kineto file is read as several ranks.
 
-The two merged layouts below follow the tools' code (copyprof/readers/kineto_merged.py names the
+The two merged layouts below follow the tools' code (copyprof/readers/kineto/merged.py names the
 files and commits): TraceLens' TraceFusion marks each event with ``args.rank`` and offsets int
 pids and correlation ids per rank; SGLang's ProfileMerger prefixes every pid with
 ``"[TP0r] "``, leaves correlation ids as they were (they repeat across ranks) and writes the
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from copyprof.analysis.report import analyze_run
-from copyprof.readers import kineto_native
+from copyprof.readers.kineto import native as kineto_native
 from copyprof.readers.kineto import read_kineto
 
 DEVICE = {"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150109880320, "computeMajor": 9, "computeMinor": 0,

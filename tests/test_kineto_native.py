@@ -1,6 +1,6 @@
 """The native Kineto scanner against the Python path it stands in for.
 
-The contract (copyprof/readers/_kineto_scan.c): for any chunk, the scanner either declines
+The contract (copyprof/readers/kineto/low_level/scan.c): for any chunk, the scanner either declines
 (returns a reason and the Python path decodes the chunk) or returns exactly the columns the
 Python path gives. These tests hold it to that on real traces (where it must not decline:
 that is the fast path users get), on damaged and retyped copies of real events, and on
@@ -22,16 +22,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from copyprof.readers import kineto_native
-from copyprof.readers.json_stream import StreamState, stream_event_chunks
-from copyprof.readers.kineto_chunk import ChunkResult
-from copyprof.readers.kineto_columns import decode_chunk
-from copyprof.readers.kineto_native import ROW, native_available, scan_columns
-from copyprof.readers.source import BlockStream
+from copyprof.readers.files import BlockStream
+from copyprof.readers.kineto import native as kineto_native
+from copyprof.readers.kineto.chunk import ChunkResult
+from copyprof.readers.kineto.columns import decode_chunk
+from copyprof.readers.kineto.native import ROW, native_available, scan_columns
+from copyprof.readers.kineto.state import StreamState
+from copyprof.readers.kineto.stream import stream_event_chunks
 from tests.fuzz.mutate import ARG_FIELDS, BYTE_OPS, EVENT_FIELDS, WEIRD, byte_op
 
 REPO = Path(__file__).resolve().parents[1]
-scan = pytest.importorskip("copyprof.readers._kineto_scan").scan
+scan = pytest.importorskip("copyprof.readers.kineto.low_level.scanner").scan
 
 
 def python_path(data: bytes) -> ChunkResult | None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from copyprof.readers import kineto_native
+from copyprof.readers.kineto import native as kineto_native
 from copyprof.readers.kineto import read_kineto
 
 

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.parallel import ChunkPool
-from copyprof.readers import kineto_native, source
+from copyprof.readers import files as source
+from copyprof.readers.kineto import native as kineto_native
 from copyprof.readers.kineto import read_kineto
+from copyprof.readers.kineto.pool import ChunkPool
 
 DEVICES = [{"id": i, "name": "NVIDIA H200", "totalGlobalMem": 150109880320, "computeMajor": 9,
             "computeMinor": 0, "numSms": 132, "warpSize": 32} for i in range(3)]

@@ -4,7 +4,7 @@ Evidence from real traces nobody tuned for it: the H200 replica captures (traces
 rank of Kimi-K3 at real shapes), the MI300X vLLM gpt-oss-20b decode step and the MI300X
 SGLang Qwen3-8B decode step (TraceLens samples). Expected layer kinds come from
 tests/synth/published.py; expected copy places from how the replica builds a layer
-(copyprof/capture/replica_model.py: KDA placement copy before o_proj, post-projection copy
+(copyprof/capture/replica/model.py: KDA placement copy before o_proj, post-projection copy
 after it) — read from the trace, not from the census.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 
 from copyprof.analysis.layer_map import map_layers
 from copyprof.analysis.report import analyze_rank
-from copyprof.load import load
 from copyprof.models import PRESETS, layout_from_config
+from copyprof.reading import read_runs
 from tests.conftest import REPO, cli_json
 from tests.synth.kimi import C16, write_kineto
 from tests.synth.published import GPT_OSS_20B_KINDS, K3_KINDS
@@ -28,7 +28,7 @@ K3_CAND = next(TRACES.glob("replica-kimi-k3-tp8-c16-cuda-graph-candidate-*"))
 
 
 def _census(path, layout):
-    [trace] = [t for t in load([str(path)]) if t.meta.role == "rank"]
+    [trace] = [t for t in read_runs([str(path)]) if t.meta.role == "rank"]
     return analyze_rank(trace, layout).census
 
 
@@ -95,7 +95,7 @@ def test_partial_removal_without_sizes_reads_69_kda_and_0_mla(tmp_path):
 
 
 def _step_codes(path):
-    [trace] = [t for t in load([str(path)]) if t.meta.role == "rank"]
+    [trace] = [t for t in read_runs([str(path)]) if t.meta.role == "rank"]
     ev = trace.events.sort_values("start_ns")
     gpu = ev[ev["on_gpu"] & ev["kind"].isin(["kernel", "memset", "memcpy"])]
     names = gpu["name"].cat.categories.to_numpy(dtype=object)

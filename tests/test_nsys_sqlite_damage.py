@@ -42,7 +42,7 @@ def test_corrupt_table_keeps_earlier_rows(tmp_path: Path, monkeypatch: pytest.Mo
     data = bytearray(path.read_bytes())
     data[-3 * 4096:] = b"\xff" * (3 * 4096)
     path.write_bytes(bytes(data))
-    monkeypatch.setattr(nsys_sqlite, "_CHUNK", 500)  # small fetches so the damage is met mid-table
+    monkeypatch.setattr(nsys_sqlite, "CHUNK", 500)  # small fetches so the damage is met mid-table
     t, = read_nsys(str(path))
     assert t.meta.kind_counts["kernel"] == 1
     assert 0 < t.meta.kind_counts["runtime"] < 20000

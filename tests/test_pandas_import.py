@@ -25,8 +25,8 @@ def test_the_read_path_does_not_import_pandas() -> None:
     # them imported pandas at its import, the overlap would silently be lost.
     out = _run("""
         import sys
-        import copyprof.cli.reading, copyprof.cli.progress, copyprof.load, copyprof.parallel
-        import copyprof.readers.kineto, copyprof.readers.kineto_columns, copyprof.readers.kineto_native, copyprof.cache
+        import copyprof.cli.reading, copyprof.cli.progress, copyprof.reading, copyprof.readers.discover, copyprof.readers.kineto.pool
+        import copyprof.readers.kineto, copyprof.readers.kineto.columns, copyprof.readers.kineto.native, copyprof.cache
         import copyprof.events, copyprof.taxonomy.copies, copyprof.cli.report_cmd, copyprof.cli.inspect_cmd
         print("pandas" in sys.modules)
     """)

@@ -16,10 +16,12 @@ import pandas as pd
 import pytest
 
 from copyprof.events import make_table
-from copyprof.load import decode_pool, discover, read_sources
-from copyprof.parallel import ChunkPool, available_cores, make_pool
-from copyprof.readers import source
-from copyprof.readers.kineto import read_kineto, table_frame
+from copyprof.readers import files as source
+from copyprof.readers.discover import discover
+from copyprof.readers.kineto import read_kineto
+from copyprof.readers.kineto.pool import ChunkPool, available_cores, make_pool
+from copyprof.readers.kineto.reader import table_frame
+from copyprof.reading import decode_pool, read_sources
 from tests.conftest import run_cli
 
 SAMPLES = ["kineto_cupti_a100_cudagraph_rank0.json.gz", "kineto_cupti_b200_eager.json.gz",
@@ -164,7 +166,7 @@ def test_pool_that_cannot_be_built_means_a_serial_read(monkeypatch):
     pool — the caller reads serially — and nothing half-built is left behind."""
     import mmap as mmap_mod
 
-    from copyprof import parallel
+    from copyprof.readers.kineto import pool as parallel
 
     made: list[object] = []
     real = mmap_mod.mmap

@@ -1,5 +1,5 @@
 """read_traces pauses the cyclic GC while reading and freezes what is alive afterwards
-(cli/reading.py: _settle_heap): the collections the pandas import triggered walked every live
+(copyprof/reading.py: settle_heap): the collections the pandas import triggered walked every live
 object, and the analysis' collections would walk the tables and modules again.
 
 Checked in a fresh interpreter: the GC must be enabled again after the read (a command that
@@ -20,7 +20,7 @@ def test_gc_is_enabled_again_and_the_read_is_frozen() -> None:
     code = textwrap.dedent(f"""
         import gc
         from copyprof.cli.reading import read_traces
-        from copyprof.load import discover
+        from copyprof.readers.discover import discover
         before = gc.get_freeze_count()
         [trace] = read_traces(discover([{str(trace)!r}]), 2, False)
         print(gc.isenabled(), before == 0, gc.get_freeze_count() > 0, len(trace.events) > 0)
@@ -37,7 +37,7 @@ def test_gc_is_enabled_again_when_the_read_fails(tmp_path) -> None:
         import gc
         from copyprof.cli.reading import read_traces
         from copyprof.errors import CopyprofError
-        from copyprof.load import discover
+        from copyprof.readers.discover import discover
         sources = discover([{str(bad)!r}])  # found as Kineto; the read itself fails
         try:
             read_traces(sources, 1, False)

@@ -22,6 +22,7 @@ from copyprof.capture.rundir import (
     write_run_json,
 )
 from copyprof.errors import CopyprofError
+from tests.conftest import cli_json, run_cli
 
 N = 4  # tokens per decode step
 STEPS = 3
@@ -164,7 +165,7 @@ def test_baseline_has_27_more_post_projection_copies_per_step(cpu_runs: list[Pat
 
 def test_failed_run_is_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
-    from copyprof.capture import replica_model
+    from copyprof.capture.replica import model as replica_model
     from copyprof.capture.replica import run_replica
 
     def boom(*_a: object, **_k: object) -> None:
@@ -190,15 +191,17 @@ def test_tp_must_divide_heads(tmp_path: Path) -> None:
 
 
 def test_copies_micro_capture_cpu(tmp_path: Path) -> None:
+    # `copyprof run --engine copies` on the CPU: eager only, each variant replayed --steps times;
+    # `inspect --steps` counts each `copies_<variant>` range's copies: 2 sizes -> 2 aten::copy_ each
     pytest.importorskip("torch")
-    from copyprof.capture.replica_census import census_run_dirs
-    from copyprof.capture.replica_copies import main
-
-    assert main(["--device", "cpu", "--sizes", "4608,73728", "--replays", "2", "--out", str(tmp_path)]) == 0
+    proc = run_cli("run", "--engine", "copies", "--device", "cpu", "--sizes", "4608,73728", "--steps", "2",
+                   "--out", str(tmp_path), check=True)
     (d,) = list(tmp_path.iterdir())
+    assert proc.stdout.strip() == str(d)
     assert d.name.startswith("copies-eager-") and read_run_json(d)["status"] == "complete"
-    (result,) = census_run_dirs([d]).values()
-    assert result["annotations"]["copies_static"] == {"steps": 2, "copies_per_step": {"cpu aten::copy_": 2}}
+    [f] = cli_json("inspect", str(d), "--steps")["files"]
+    assert f["steps"]["pattern"] == "^copies_"
+    assert f["steps"]["annotations"]["copies_static"] == {"steps": 2, "copies_per_step": {"cpu aten::copy_": 2}}
     assert os.path.exists(d / read_run_json(d)["files"][0])
 
 

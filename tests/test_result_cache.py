@@ -126,7 +126,7 @@ def test_result_json_cannot_hold_is_not_cached(tmp_path, run_dir, monkeypatch):
 
 def test_entry_from_other_code_is_a_miss(tmp_path, run_dir, monkeypatch):
     """The key holds the hash of every copyprof source file: other code, other entry."""
-    from copyprof.load import discover
+    from copyprof.readers.discover import discover
 
     [src] = discover([str(run_dir)])
     key = result_cache.result_key(str(run_dir), [src.paths], {"layout": None})

@@ -8,13 +8,13 @@ below is the project's generation-3 fixture (tests/data/rocprofv3/gen3), renamed
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
-
 import subprocess
 import sys
+from pathlib import Path
 
-from copyprof.load import discover, load
+from copyprof.readers.discover import discover
 from copyprof.readers.rocprofv3_csv import csv_groups, domain_by_header
+from copyprof.reading import read_runs
 
 GEN3 = Path(__file__).parent / "data" / "rocprofv3" / "gen3"
 RENAMED = {"908_kernel_trace.csv": "kernels.csv", "908_hip_api_trace.csv": "hip calls.csv",
@@ -41,8 +41,8 @@ def test_renamed_parts_read_as_the_named_ones(tmp_path):
     d = _renamed(tmp_path / "renamed")
     [group] = csv_groups([str(d)])
     assert [Path(p).name for p in group] == ["kernels.csv", "copies.csv", "hip calls.csv", "markers.csv", "gpus.csv"]
-    [renamed] = load([str(d)])
-    [named] = load([str(GEN3)])
+    [renamed] = read_runs([str(d)])
+    [named] = read_runs([str(GEN3)])
     assert renamed.events.equals(named.events)  # same table: devices from gpus.csv, copies, markers
     assert renamed.meta.devices == named.meta.devices and renamed.meta.kind_counts == named.meta.kind_counts
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.capture.vllm_command import RunSpec, build_server_command, parse_version, profiler_style
-from copyprof.capture.vllm_probe import VllmInfo
+from copyprof.capture.vllm.command import RunSpec, build_server_command, parse_version, profiler_style
+from copyprof.capture.vllm.probe import VllmInfo
 from copyprof.errors import CopyprofError
 
 FIELDS_NEW = ["profiler", "torch_profiler_dir", "torch_profiler_with_stack", "ignore_frontend", "delay_iterations",
@@ -188,7 +188,7 @@ def test_engine_replica_dispatches_to_run_replica(monkeypatch, tmp_path: Path) -
 def test_cpu_backend_gets_a_kv_fraction_that_fits_what_is_free(tmp_path: Path, monkeypatch) -> None:
     """vLLM's CPU backend reserves --gpu-memory-utilization (default 0.9) of *host* memory and
     refuses to boot when less is free; copyprof passes a fraction sized from MemAvailable."""
-    from copyprof.capture import vllm_command
+    from copyprof.capture.vllm import command as vllm_command
 
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       24000000 kB\nMemFree:  1 kB\nMemAvailable:    6000000 kB\n")
@@ -210,7 +210,7 @@ def test_cpu_backend_gets_a_kv_fraction_that_fits_what_is_free(tmp_path: Path, m
 
 
 def test_version_notes_say_which_vllm_still_has_kimis_copies() -> None:
-    from copyprof.capture.vllm_command import version_notes
+    from copyprof.capture.vllm.command import version_notes
 
     assert "#50592" in version_notes(info("0.32.0"), "kimi-k3")[0] and "<= 0.30.0" in version_notes(
         info("0.32.0"), "kimi_k3")[0]

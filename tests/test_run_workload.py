@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.capture.vllm_client import _chunk_tokens, build_prompts, completion_body
-from copyprof.capture.vllm_plan import Arm, resolve_model, schedule
-from copyprof.capture.vllm_probe import kernel_env
-from copyprof.capture.vllm_traces import gzip_complete, rank_traces, wait_complete
+from copyprof.capture.vllm.client import _chunk_tokens, build_prompts, completion_body
+from copyprof.capture.vllm.plan import Arm, resolve_model, schedule
+from copyprof.capture.vllm.probe import kernel_env
+from copyprof.capture.vllm.traces import gzip_complete, rank_traces, wait_complete
 from copyprof.errors import CopyprofError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,7 +113,7 @@ def test_roctx_hook_wraps_torch_cuda_profiler(tmp_path: Path) -> None:
     (tmp_path / "torch" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
     (pkg / "profiler.py").write_text("calls = []\ndef start(): calls.append('start')\ndef stop(): calls.append('stop')\n")
-    hook = REPO / "copyprof" / "capture" / "rocprof_hook"
+    hook = REPO / "copyprof" / "capture" / "vllm" / "rocprof_hook"
     code = ("import torch.cuda.profiler as p\n"
             "try:\n    p.start()\nexcept OSError as e:\n    print('NOLIB', e)\n"
             "print(p.calls, p.start.__module__)\n")

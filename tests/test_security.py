@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.capture.vllm_command import RunSpec, build_server_command
-from copyprof.capture.vllm_probe import VllmInfo
+from copyprof.capture.vllm.command import RunSpec, build_server_command
+from copyprof.capture.vllm.probe import VllmInfo
 from tests.test_run_fake_server import write_fake_vllm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +41,7 @@ SUBPROCESS_CALLS = {"run", "Popen", "call", "check_call", "check_output"}
 DOWNLOAD_MODULES = {"urllib.request", "urllib3", "requests", "httpx", "aiohttp", "pip", "ensurepip", "ftplib",
                     "smtplib", "webbrowser", "huggingface_hub", "xmlrpc.client", "http.server"}
 NETWORK_MODULES = {"http.client", "socket"}
-NETWORK_USERS = {"capture/vllm_client.py", "capture/vllm_server.py", "capture/vllm_run.py"}  # vllm_run: exception types
+NETWORK_USERS = {"capture/vllm/client.py", "capture/vllm/server.py", "capture/vllm/run.py"}  # run.py: exception types
 HOST_ONLY = {"gethostname"}  # socket functions that are not traffic
 
 

@@ -3,9 +3,9 @@
 The eager Qwen3-Next capture was made with stacks (traces/capture_h200_layouts.sh: the replica
 engine, ``--eager --with-stack --record-shapes``). What the replica's code does, independently
 of copyprof's analysis: every layer's output projection result is copied into the caller's
-buffer by ``ReplicaModel._attention`` (capture/replica_model.py) — 12 full-attention + 36
+buffer by ``ReplicaModel._attention`` (then capture/replica_model.py, the frame names the capture recorded) — 12 full-attention + 36
 linear-attention layers = 48 copies per step — and each gated delta-net layer's ``forward``
-(capture/replica_layers.py) places its core output with one more copy — 36 per step. So the
+(then capture/replica_layers.py) places its core output with one more copy — 36 per step. So the
 census by issuing function must be exactly those two functions with those counts; and the
 graph-replay baseline of the same step (no stacks, graph launches) gets the same sources from
 the eager capture through ``--sources``, all 84 copies per step matched.

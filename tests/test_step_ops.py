@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from copyprof.analysis import step_ops
-from copyprof.analysis import step_projection
+from copyprof.analysis import step_ops, step_projection
 from copyprof.analysis import steps as steps_module
 from copyprof.analysis.steps import Steps, step_extents
 from copyprof.events import KINDS

@@ -20,7 +20,7 @@ from rich.console import Console
 from copyprof.analysis.report import analyze_run
 from copyprof.analysis.steps import MIN_GAP_NS, MIN_KERNELS, segment
 from copyprof.events import EventTableBuilder, Trace, TraceMeta
-from copyprof.load import load
+from copyprof.reading import read_runs
 from copyprof.render.report_text import RENDERERS, ReportView, render_terminal
 
 MI350X = Path(__file__).resolve().parents[1].parent / "shared" / "sample_traces" / \
@@ -91,7 +91,7 @@ def test_the_next_standing_out_gap_is_tried():
 
 @pytest.mark.skipif(not MI350X.is_file(), reason="shared sample not present")
 def test_mi350x_training_run_has_no_steps_and_says_where_the_copies_are():
-    [trace] = load([str(MI350X)])
+    [trace] = read_runs([str(MI350X)])
     steps = segment(trace.events)
     assert steps.rule == "none"
     assert "3,153 device-to-device copies" in steps.warnings[0]

@@ -20,4 +20,5 @@ run $R --model kimi-linear-48b-a3b --tp 8 --concurrency 16 --device cuda --arm b
 # c. Eager (no graph) baseline: Memcpy DtoD records with cudaMemcpyAsync runtime rows.
 run $R --model kimi-linear-48b-a3b --tp 8 --concurrency 16 --device cuda --arm baseline --eager --steps 8 --out "$DEST"
 # d. Plain D2D copies of known sizes, eager and in CUDA-graph replay.
-run python3 -m copyprof.capture.replica_copies --device cuda --out "$DEST"
+# (made on 2026-11-30 with the former entry point `python3 -m copyprof.capture.replica_copies`, 4 replays)
+run python3 -m copyprof run --engine copies --device cuda --steps 4 --out "$DEST"

@@ -8,7 +8,6 @@ effect is the Hodges–Lehmann shift of the per-step periods with a rank-based 9
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 

@@ -17,7 +17,6 @@ from copyprof.analysis.results import Estimate, Site, known
 from copyprof.models.layout import kind_label
 
 
-
 def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 

@@ -44,10 +44,9 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any, Literal
-
 from statistics import NormalDist
 from types import ModuleType
+from typing import Any, Literal
 
 import numpy as np
 

@@ -16,7 +16,6 @@ from copyprof.analysis.steps import GPU_KINDS, ROWS_PER_PASS, Steps, positions
 from copyprof.taxonomy.anchors import anchor_kind
 from copyprof.taxonomy.copies import d2d_mask, resolve_bytes_at
 
-
 _ANCHOR_CODE = {"": 0, "mla": 1, "kda": 2}
 MAX_RUNS = 1 << 16  # more runs of one step than this: one argsort beats a list of slices
 

@@ -10,7 +10,6 @@ import click
 from copyprof import __version__
 from copyprof.errors import EXIT_BAD_INPUT, CopyprofError
 
-
 COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("copyprof.cli.inspect_cmd", "inspect_cmd"),
     "report": ("copyprof.cli.report_cmd", "report_cmd"),

@@ -8,10 +8,10 @@ import sys
 import click
 
 from copyprof.analysis.results import RunReport, encode
-from copyprof.errors import CopyprofError
-from copyprof.load import discover
 from copyprof.cli.model_option import resolve_layout
+from copyprof.errors import CopyprofError
 from copyprof.models import ModelLayout
+from copyprof.readers.discover import discover
 from copyprof.result_cache import load_result, result_key, store_result
 
 # numpy, pandas, scipy and the readers are imported only when a run must be analysed: a

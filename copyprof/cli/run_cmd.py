@@ -1,8 +1,8 @@
 """``copyprof run``: capture a fixed-cohort, decode-only profile window from vLLM (or the replica).
 
-The command is a thin layer: options -> :class:`~copyprof.capture.vllm_command.RunSpec` and
-:class:`~copyprof.capture.vllm_run.CaptureOptions`, A/B ordering from
-:mod:`copyprof.capture.vllm_plan`, progress with rich. The printed result (stdout) is one run
+The command is a thin layer: options -> :class:`~copyprof.capture.vllm.command.RunSpec` and
+:class:`~copyprof.capture.vllm.run.CaptureOptions`, A/B ordering from
+:mod:`copyprof.capture.vllm.plan`, progress with rich. The printed result (stdout) is one run
 directory per line, so scripts can pick it up; progress and errors go to stderr.
 """
 from __future__ import annotations
@@ -82,9 +82,11 @@ def _python(path: str | None) -> str:
 
 
 @click.command("run", context_settings={"show_default": True}, epilog=_EPILOG)
-@click.option("--model", required=True, help="Preset (kimi-k3, kimi-linear-48b-a3b), model directory, or hub id.")
-@click.option("--engine", type=click.Choice(["vllm", "replica"]), default="vllm",
-              help="vllm: serve and profile a real vLLM; replica: copyprof's one-rank decode replica.")
+@click.option("--model", default=None,
+              help="Preset (kimi-k3, qwen3-next-80b-a3b, ...), model directory, or hub id (not for --engine copies).")
+@click.option("--engine", type=click.Choice(["vllm", "replica", "copies"]), default="vllm",
+              help="vllm: serve and profile a real vLLM; replica: copyprof's one-rank decode replica; copies: "
+                   "plain device-to-device copies of known sizes, eager and in CUDA graphs (--steps replays each).")
 @click.option("--tp", type=int, default=None, show_default=False,
               help="Tensor-parallel size. Default: the preset's usual serving TP (kimi-k3 8, deepseek-v3 8, "
                    "qwen3-next-80b-a3b 4), else 1.")
@@ -120,22 +122,29 @@ def _python(path: str | None) -> str:
 @click.option("--remove", "remove", default="", help="[replica] KIND[,KIND]: add a partial arm without those kinds' copies.")
 @click.option("--record-shapes", is_flag=True, help="[replica] record op input shapes (with --with-stack: copy sources).")
 @click.option("--eager", is_flag=True, help="[replica] no CUDA graph.")
+@click.option("--sizes", default=None, help="[copies] comma-separated byte sizes (default: the sizes of Kimi's and "
+                                             "Qwen3-Next's copies, 4,608 to 1,048,576 B).")
 @click.option("--timing-blocks", type=int, default=40, help="[replica] interleaved A/B timing blocks (0: none).")
 @click.option("--timing-replays", type=int, default=50, help="[replica] steps per timing block.")
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
-def run_cmd(model: str, engine: str, tp: int | None, concurrency: int, prefix_len: int, suffix_len: int, steps: int,
+def run_cmd(model: str | None, engine: str, tp: int | None, concurrency: int, prefix_len: int, suffix_len: int, steps: int,
             profiler: str, label: str | None, out: str, dummy: bool, python_a: str | None, python_b: str | None,
             label_b: str | None, repeat: int, interleave: bool, decode_tokens: int | None, with_stack: bool,
             enforce_eager: bool,
             rocprof_formats: tuple[str, ...], boot_timeout: float, timeout: float, seed: int, device: str, arm: str,
             eager: bool, timing_blocks: int, timing_replays: int, remove: str, record_shapes: bool,
-            vllm_args: tuple[str, ...]) -> None:
+            sizes: str | None, vllm_args: tuple[str, ...]) -> None:
     """Capture a fixed-cohort, pure-decode profile window into a new run directory.
 
     Starts vLLM's OpenAI server (own process group, loopback port), warms the prefix cache,
     sends N streaming token-ID requests at once, and profiles STEPS decode steps once every
     request has its first token. Writes traces, server.log, client_metrics.json and run.json.
     """
+    if engine == "copies":
+        _run_copies(device, steps, sizes, out, label, vllm_args)
+        return
+    if not model:
+        raise click.UsageError("Missing option '--model'.")
     if tp is None:
         from copyprof.models.presets import default_tp
 
@@ -146,10 +155,10 @@ def run_cmd(model: str, engine: str, tp: int | None, concurrency: int, prefix_le
                      vllm_args, remove=tuple(k.strip() for k in remove.split(",") if k.strip()),
                      record_shapes=record_shapes, with_stack=with_stack)
         return
-    from copyprof.capture.vllm_command import RunSpec
-    from copyprof.capture.vllm_plan import Arm, resolve_model, schedule
-    from copyprof.capture.vllm_run import CaptureOptions, capture_vllm
-    from copyprof.capture.vllm_server import adopt_orphans
+    from copyprof.capture.vllm.command import RunSpec
+    from copyprof.capture.vllm.plan import Arm, resolve_model, schedule
+    from copyprof.capture.vllm.run import CaptureOptions, capture_vllm
+    from copyprof.capture.vllm.server import adopt_orphans
 
     adopt_orphans()  # server processes orphaned by a dying API server are reaped by us, not left as zombies
 
@@ -213,4 +222,20 @@ def _run_replica(model: str, tp: int, concurrency: int, device: str, arm: str, s
                        label=_label(label) if label else None, command=list(sys.argv),
                        log=lambda msg: click.echo(f"copyprof: {msg}", err=True))
     for d in dirs:
+        click.echo(str(d))
+
+
+def _run_copies(device: str, steps: int, sizes: str | None, out: str, label: str | None,
+                vllm_args: tuple[str, ...]) -> None:
+    """``--engine copies``: the copy micro-capture (copyprof.capture.replica.copies)."""
+    if vllm_args:
+        raise CopyprofError("extra vLLM arguments after '--' make no sense with --engine copies")
+    from copyprof.capture.replica.copies import DEFAULT_SIZES, run_copies
+
+    try:
+        wanted = [int(x) for x in sizes.split(",") if x.strip()] if sizes else list(DEFAULT_SIZES)
+    except ValueError as exc:
+        raise CopyprofError(f"--sizes must be comma-separated byte counts: {exc}") from exc
+    for d in run_copies(device=device, sizes=wanted, replays=steps, out=out, label=_label(label) if label else "copies",
+                        command=list(sys.argv), log=lambda msg: click.echo(f"copyprof: {msg}", err=True)):
         click.echo(str(d))

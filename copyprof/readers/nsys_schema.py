@@ -37,10 +37,10 @@ BACKTRACE_CLASSES: dict[str, int] = {
     "TRACE_PROCESS_EVENT_CUDABACKTRACE_FINISH": 69,
 }
 TID_MASK = 0xFFFFFF  # globalTid = ... | pid << 24 | tid (as pipit decodes it)
-_VERSION_SUFFIX = re.compile(r"_v\d+$")
-_MPI_RANK = re.compile(r"MPI Rank (\d+)")
-_CHUNK = 1 << 18
-_IN_BATCH = 900  # stay under SQLITE_MAX_VARIABLE_NUMBER of old SQLite builds (999)
+VERSION_SUFFIX = re.compile(r"_v\d+$")
+MPI_RANK = re.compile(r"MPI Rank (\d+)")
+CHUNK = 1 << 18
+IN_BATCH = 900  # stay under SQLITE_MAX_VARIABLE_NUMBER of old SQLite builds (999)
 
 
 @dataclass

@@ -27,11 +27,26 @@ import pandas as pd
 
 from copyprof.errors import CopyprofError
 from copyprof.events import KINDS, Trace, TraceMeta, make_table
-from copyprof.readers.nsys_schema import (
-    ACTIVITY_TABLES, BACKTRACE_CLASSES, COPY_KINDS, KERNEL, MEM_KINDS, MEMCPY, MEMSET, NVTX, NVTX_RANGE_TYPES,
-    NVTX_THREAD_TYPE, RUNTIME, TID_MASK, _CHUNK, _IN_BATCH, _MPI_RANK, _VERSION_SUFFIX,
-)
 from copyprof.readers import nsys_schema as schema
+from copyprof.readers.nsys_schema import (
+    ACTIVITY_TABLES,
+    BACKTRACE_CLASSES,
+    CHUNK,
+    COPY_KINDS,
+    IN_BATCH,
+    KERNEL,
+    MEM_KINDS,
+    MEMCPY,
+    MEMSET,
+    MPI_RANK,
+    NVTX,
+    NVTX_RANGE_TYPES,
+    NVTX_THREAD_TYPE,
+    RUNTIME,
+    TID_MASK,
+    VERSION_SUFFIX,
+)
+
 
 def is_nsys(conn: sqlite3.Connection) -> bool:
     """True when ``conn`` looks like an nsys export: ``StringIds`` plus a CUPTI or NVTX table."""
@@ -44,7 +59,7 @@ def is_nsys(conn: sqlite3.Connection) -> bool:
 
 def read_nsys(path: str) -> list[Trace]:
     """Read an nsys SQLite export: one Trace per profiled process (usually one)."""
-    from copyprof.readers.detect import connect_readonly
+    from copyprof.readers.files import connect_readonly
 
     try:
         conn = connect_readonly(path)
@@ -220,7 +235,7 @@ class _Reader:
             self.meta_extra["runtime_backtrace_rows_skipped"] = int(back.sum())
             a = a[~back]
         strings = self._strings(a[:, 4])
-        names, codes = schema.intern(a[:, 4], lambda k: _VERSION_SUFFIX.sub("", strings.get(k, f"<api name id {k}>")))
+        names, codes = schema.intern(a[:, 4], lambda k: VERSION_SUFFIX.sub("", strings.get(k, f"<api name id {k}>")))
         cols = {"start_ns": a[:, 0], "dur_ns": np.maximum(a[:, 1] - a[:, 0], 0), "stream": schema.tid(a[:, 2]),
                 "correlation": a[:, 3]}
         return schema.Part("runtime", names, codes, cols, schema.pid_of_tid(a[:, 2]))
@@ -263,7 +278,7 @@ class _Reader:
         texts: list[Any] = []
         cur = self.conn.execute(sql)
         try:
-            while rows := cur.fetchmany(_CHUNK):
+            while rows := cur.fetchmany(CHUNK):
                 if text is not None:
                     *ints, strs = zip(*rows)
                     texts.extend(strs)
@@ -287,8 +302,8 @@ class _Reader:
             return {}
         wanted = [int(i) for i in np.unique(ids) if i >= 0]
         out: dict[int, str] = {}
-        for i in range(0, len(wanted), _IN_BATCH):
-            batch = wanted[i:i + _IN_BATCH]
+        for i in range(0, len(wanted), IN_BATCH):
+            batch = wanted[i:i + IN_BATCH]
             rows = self.conn.execute(f"SELECT id, value FROM StringIds WHERE id IN ({','.join('?' * len(batch))})",
                                      batch)
             out.update((i, schema.text(v) or "") for i, v in rows)
@@ -331,7 +346,7 @@ class _Reader:
         except sqlite3.DatabaseError:
             return {}
         for g, text in rows:
-            m = _MPI_RANK.fullmatch(schema.text(text) or "")
+            m = MPI_RANK.fullmatch(schema.text(text) or "")
             if m and type(g) is int:
                 found.setdefault(g & ~TID_MASK, set()).add(int(m.group(1)))
         return {k: v.pop() for k, v in found.items() if len(v) == 1}

@@ -95,7 +95,7 @@ def read_rocpd(path: str) -> list[Trace]:
         raise CopyprofError("no such file", path=path)
     if os.path.getsize(path) == 0:
         raise CopyprofError("file is empty", path=path)
-    from copyprof.readers.detect import connect_readonly
+    from copyprof.readers.files import connect_readonly
 
     try:
         conn = connect_readonly(path)

@@ -28,8 +28,7 @@ import numpy as np
 
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace, TraceMeta, make_table
-from copyprof.readers.detect import DECOMPRESS_ERRORS
-from copyprof.readers.source import open_binary
+from copyprof.readers.files import DECOMPRESS_ERRORS, open_binary
 
 _REQUIRED = ("KernelName", "BeginNs", "EndNs")
 _INT_FIELDS = {"device": "gpu-id", "stream": "queue-id", "grd": "grd", "wgr": "wgr", "pid": "pid"}

@@ -27,8 +27,8 @@ import pandas as pd
 
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace, TraceMeta
+from copyprof.readers.files import BlockStream, is_gzip
 from copyprof.readers.rocprof_parts import assemble, copy_dir_of, finish_meta, grid_blocks, memcpy_name, part
-from copyprof.readers.source import BlockStream, is_gzip
 
 DOMAINS = ("kernel_trace", "memory_copy_trace", "hip_api_trace", "marker_api_trace",
            "regions_trace", "agent_info")
@@ -86,7 +86,7 @@ def domain_by_header(path: str) -> str | None:
     """The rocprofv3 domain (a DOMAINS name) a CSV holds, from its header and first row, for
     files whose names do not say it (renamed or hand-collected parts); None when it is none
     we read (API files of other domains than HIP and markers: HSA, RCCL, ...)."""
-    from copyprof.readers.source import head_bytes
+    from copyprof.readers.files import head_bytes
 
     try:
         head = head_bytes(path)
@@ -288,6 +288,16 @@ def _device_side(direction: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ----------------------------------------------------------------------------- reading a group
+def read_rocprofv3_csv_file(path: str) -> list[Trace]:
+    """One CSV named alone: read with the other parts of its process from the same folder
+    (kernel, memory copy, API and marker traces are separate files), or alone if none."""
+    folder = os.path.dirname(path) or "."
+    for group in csv_groups(sorted(os.path.join(folder, f) for f in os.listdir(folder))):
+        if os.path.abspath(path) in {os.path.abspath(p) for p in group}:
+            return read_rocprofv3_csv(group)
+    return read_rocprofv3_csv([path])
+
+
 def read_rocprofv3_csv(paths: list[str]) -> list[Trace]:
     """Read one group of rocprofv3 CSV files (see ``csv_groups``) into a one-element list."""
     if not paths:

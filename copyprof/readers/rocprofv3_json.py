@@ -22,10 +22,8 @@ import numpy as np
 
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace, TraceMeta
+from copyprof.readers.files import DECOMPRESS_ERRORS, open_binary
 from copyprof.readers.rocprof_parts import assemble, copy_dir_of, finish_meta, grid_blocks, memcpy_name, part
-from copyprof.readers.detect import DECOMPRESS_ERRORS
-from copyprof.readers.source import open_binary
-
 
 # rocprofiler-sdk writes some ids as uint64; one beyond int64 cannot go into the event table, so it
 # is a validation error (a one-line "not a rocprofv3 results JSON" error), not an OverflowError later.

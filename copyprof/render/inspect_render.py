@@ -5,7 +5,7 @@ import json
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from copyprof.taxonomy.devices import device_label
 
@@ -13,11 +13,12 @@ from copyprof.taxonomy.devices import device_label
 # added later; these never change meaning.
 CONTRACT_KEYS = ("path", "format", "flavour", "ranks", "counts", "d2d_copies", "d2d_by_name",
                  "annotations", "graph_launches")
-EXTRA_KEYS = ("role", "span_ms", "d2d_by_bytes", "d2d_total_ms", "elementwise_copies_by_name", "partial", "warnings")
+EXTRA_KEYS = ("role", "span_ms", "d2d_by_bytes", "d2d_total_ms", "elementwise_copies_by_name", "partial", "warnings",
+              "steps")
 
 
 def to_json(summaries: list[dict[str, Any]]) -> str:
-    files = [{k: s[k] for k in (*CONTRACT_KEYS, *EXTRA_KEYS)} for s in summaries]
+    files = [{k: s[k] for k in (*CONTRACT_KEYS, *EXTRA_KEYS) if k in s} for s in summaries]
     return json.dumps({"files": files}, indent=2)
 
 
@@ -67,6 +68,8 @@ def render_terminal(summaries: list[dict[str, Any]], console: Console, top: int 
             for name, c in list(s["annotations"].items())[:top]:
                 console.print(f"  {c:>7,}  {_short(name, width)}")
             _more(console, len(s["annotations"]), top, "annotation names")
+        if "steps" in s:
+            _step_forms(console, s["steps"])
         if s["partial"]:
             console.print(f"[yellow]partly read:[/yellow] {s['partial']}")
         for w in s["warnings"]:
@@ -75,3 +78,18 @@ def render_terminal(summaries: list[dict[str, Any]], console: Console, top: int 
 
 def _short(name: str, width: int | None) -> str:
     return name if width is None or len(name) <= width else name[: width - 1] + "…"
+
+
+def _step_forms(console: Console, steps: dict[str, Any]) -> None:
+    """``--steps``: per step annotation, each copy form's count per step (min–max if it varies)."""
+    if not steps["annotations"]:
+        console.print(f"no step annotation matches {steps['pattern']!r} (--step-pattern)")
+    for name, entry in steps["annotations"].items():
+        t = Table("copy form", Column("per step", justify="right"), title=f"{name}: {entry['steps']:,} steps", title_justify="left",
+                  show_edge=False)
+        for form, n in entry["copies_per_step"].items():
+            t.add_row(form, f"{n:,}" if isinstance(n, int) else f"{n['min']:,}–{n['max']:,}")
+        console.print(t)
+    if steps["outside_steps"]:
+        outside = ", ".join(f"{n:,} {form}" for form, n in steps["outside_steps"].items())
+        console.print(f"outside every step: {outside}")

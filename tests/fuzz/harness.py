@@ -200,6 +200,8 @@ def run_input(path: Path, model: str | None, timeout_s: float) -> tuple[str, str
 
 def _warm_up() -> None:
     """Import what the commands import lazily, so an input's time is its reading, not first imports."""
+    import importlib
+
     import copyprof.analysis.compare  # noqa: F401
     import copyprof.analysis.report  # noqa: F401
     import copyprof.readers.kineto  # noqa: F401
@@ -208,8 +210,6 @@ def _warm_up() -> None:
     import copyprof.readers.rocprof_v1  # noqa: F401
     import copyprof.readers.rocprofv3_json  # noqa: F401
     import copyprof.render.report_text  # noqa: F401
-    import importlib
-
     from copyprof.cli.main import COMMANDS
 
     for module, _ in COMMANDS.values():  # every command's module, loaded before the workers fork
@@ -229,7 +229,7 @@ def _worker(conn: Connection, seeds: dict[str, list[Seed]], scratch: str, timeou
 
     if mem_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
-    from copyprof.readers import source
+    from copyprof.readers import files as source
 
     _warm_up()
     block, read = source.BLOCK_SIZE, getattr(source, "READ_SIZE", None)

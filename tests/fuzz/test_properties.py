@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 from copyprof.analysis.report import analyze_run
 from copyprof.analysis.summary import summarize
 from copyprof.errors import CopyprofError
-from copyprof.events import _INT_COLUMNS, COLUMNS, CLOCK_COLUMNS, Trace, compact_ints
-from copyprof.readers import source
+from copyprof.events import CLOCK_COLUMNS, COLUMNS, INT_COLUMNS, Trace, compact_ints
+from copyprof.readers import files as source
 from copyprof.readers.kineto import read_kineto
 from copyprof.readers.nsys_sqlite import read_nsys
 from copyprof.readers.rocpd import read_rocpd
@@ -78,7 +78,7 @@ def check_contract(traces: list[Trace]) -> None:
     for t in traces:
         ev = t.events
         assert list(ev.columns) == list(COLUMNS)
-        for col, dtype in _INT_COLUMNS.items():  # the clock int64; the rest compacted (events.py)
+        for col, dtype in INT_COLUMNS.items():  # the clock int64; the rest compacted (events.py)
             if col in CLOCK_COLUMNS:
                 assert ev[col].dtype == np.dtype(dtype), col
             else:

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from copyprof.readers.json_repair import FAILED, array_end, repair
+from copyprof.readers.kineto.repair import FAILED, array_end, repair
 
 if TYPE_CHECKING:
-    from copyprof.readers.json_stream import StreamState
+    from copyprof.readers.kineto.state import StreamState
 
 _CANDIDATE_CUT = re.compile(rb"\}\s*,\s*\{")
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")

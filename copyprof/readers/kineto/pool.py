@@ -8,7 +8,7 @@ chunk text goes through anonymous shared-memory slots mapped before the workers 
 back pickled — numpy arrays only, from our own children.
 
 Order and correctness: pieces are handed round-robin and collected in the same order, and
-every result passes through the same :class:`~copyprof.readers.json_stream.PieceMerger` as the
+every result passes through the same :class:`~copyprof.readers.kineto.stream.PieceMerger` as the
 serial reader: a piece is accepted only when it starts at an accepted boundary and decodes;
 after a false cut the carried text is merged with the next piece and decoded here. So the
 table is the serial reader's table, chunk for chunk (tests/test_parallel.py).
@@ -31,10 +31,11 @@ from typing import Any
 import msgspec
 
 from copyprof.errors import CopyprofError
-from copyprof.readers.json_stream import FAILED, Piece, PieceMerger, StreamState, split_pieces
-from copyprof.readers.kineto_chunk import ChunkResult
-from copyprof.readers.kineto_native import decode_columns
-from copyprof.readers.source import BlockStream
+from copyprof.readers.files import BlockStream
+from copyprof.readers.kineto.chunk import ChunkResult
+from copyprof.readers.kineto.native import decode_columns
+from copyprof.readers.kineto.state import StreamState
+from copyprof.readers.kineto.stream import FAILED, Piece, PieceMerger, split_pieces
 
 SLOT_SIZE = 64 << 20  # virtual size; only the pages a piece touches are resident
 MIN_PARALLEL_BYTES = 16 << 20  # below this much (uncompressed estimate) a pool is not worth its start

@@ -27,15 +27,28 @@ from typing import Any, Protocol
 
 from copyprof import __version__
 from copyprof.capture.rundir import (
-    STATUS_CAPTURING, STATUS_COMPLETE, STATUS_STARTING, failed_status, new_run_dir, update_run_json, utc_now_iso,
-    write_error, write_run_json,
+    STATUS_CAPTURING,
+    STATUS_COMPLETE,
+    STATUS_STARTING,
+    failed_status,
+    new_run_dir,
+    update_run_json,
+    utc_now_iso,
+    write_error,
+    write_run_json,
 )
-from copyprof.capture.vllm_client import Cohort, build_prompts, completion_body, post_json
-from copyprof.capture.vllm_command import RunSpec, build_server_command, is_cpu_backend, version_notes
-from copyprof.capture.vllm_probe import kernel_env, probe_vllm
-from copyprof.capture.vllm_server import SERVER_LOG, ServerProcess, ctrl_c_hurries, free_loopback_port, log_tail
-from copyprof.capture.vllm_traces import (
-    describe_usable, list_files, nsys_export_sqlite, nsys_ready, rank_traces, rocprof_ready, torch_ready,
+from copyprof.capture.vllm.client import Cohort, build_prompts, completion_body, post_json
+from copyprof.capture.vllm.command import RunSpec, build_server_command, is_cpu_backend, version_notes
+from copyprof.capture.vllm.probe import kernel_env, probe_vllm
+from copyprof.capture.vllm.server import SERVER_LOG, ServerProcess, ctrl_c_hurries, free_loopback_port, log_tail
+from copyprof.capture.vllm.traces import (
+    describe_usable,
+    list_files,
+    nsys_export_sqlite,
+    nsys_ready,
+    rank_traces,
+    rocprof_ready,
+    torch_ready,
     wait_complete,
 )
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError

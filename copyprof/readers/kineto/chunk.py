@@ -43,7 +43,7 @@ AUX_COLUMNS = ("copy_kind_arg", "memcpy_rows")  # per-chunk extras, not table co
 # Fields of a complete event whose value can be of a type the reader cannot use (Inductor's
 # ``"grid": "grid(100,)"`` on a cpu_op, a bool id, an array ``args``). Such a value is ignored
 # — the field reads as absent — and counted per field; the event itself is kept. The order is
-# the index both decoders count in (_kineto_scan.c's O_* codes follow it).
+# the index both decoders count in (low_level/scan.c's O_* codes follow it).
 ODD_FIELDS: tuple[str, ...] = (
     "cat", "name", "pid", "tid", "ts", "dur", "args",
     "args.device", "args.fromDevice", "args.stream", "args.correlation", "args.External id",
@@ -200,7 +200,7 @@ def assemble(res: ChunkResult, k: Kept) -> ChunkResult:
     dev = np.where(a["device"] >= 0, a["device"], a["from_device"])
     dev = np.where(dev >= 0, dev, k.pid)
     stream = np.where(on_gpu & (a["stream"] >= 0), a["stream"], k.tid)
-    i32 = np.int32  # the table's dtype for these (events._INT_COLUMNS); cast here, once
+    i32 = np.int32  # the table's dtype for these (events.INT_COLUMNS); cast here, once
     grid, block = k.grid, k.block
     cols = {
         "kind_idx": k.kind.astype(np.int8),

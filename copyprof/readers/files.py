@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import sqlite3
 import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
@@ -29,6 +30,13 @@ except ImportError:  # pragma: no cover - isal is a core dependency
     _gzip_impl = gzip
     _zlib = zlib
 _FastGzipReader = getattr(_zlib, "_GzipReader", None)  # python-isal's C reader (has readinto)
+
+try:  # ISA-L's inflate raises its own error type, not zlib.error
+    from isal.isal_zlib import error as _IsalError  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - isal is a core dependency
+    _IsalError = zlib.error
+# What reading a damaged or cut-off gzip stream can raise (gzip/igzip file objects).
+DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error, _IsalError)
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -195,3 +203,19 @@ class BlockStream:
 
     def describe_partial(self) -> str:
         return f"read {self.bytes_read / 1e6:.1f} MB before the data ended: {self.truncated}"
+
+
+def connect_readonly(path: str) -> sqlite3.Connection:
+    """Open a SQLite trace read-only and immutable, decoding damaged text leniently.
+
+    ``immutable=1``: SQLite takes no locks and creates no ``-wal``/``-shm``/journal files next
+    to the user's trace (``mode=ro`` alone still does for a database whose header says WAL).
+    The path goes through ``as_uri`` so that ``?`` or ``#`` in a file name cannot add URI
+    parameters. Text that is not UTF-8 (a damaged page, a blob in a name column) is decoded
+    with replacement characters instead of raising UnicodeDecodeError mid-query.
+    """
+    from pathlib import Path
+
+    conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
+    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    return conn

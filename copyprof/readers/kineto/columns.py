@@ -3,7 +3,7 @@
 Why it stays beside the native scanner (kineto_native.py): it reads every chunk the scanner
 declines (damaged JSON, escapes, odd shapes: its tolerant rules and error messages are the
 readers' contract) and every chunk where the scanner is not built. It is pure (bytes in,
-arrays out), so the parallel reader runs it in worker processes (copyprof/parallel.py) and the
+arrays out), so the parallel reader runs it in worker processes (copyprof/readers/kineto/pool.py) and the
 serial reader in the parent; what it produces goes through kineto_chunk.assemble, as the
 scanner's does.
 
@@ -41,8 +41,17 @@ import msgspec
 import numpy as np
 from msgspec.structs import astuple
 
-from copyprof.readers.kineto_chunk import (CATMAP, MEMCPY, ODD_FIELDS, ChunkResult, Kept, assemble, event_ranks, fits_int64,
-                                          kept_rows)
+from copyprof.readers.kineto.chunk import (
+    CATMAP,
+    MEMCPY,
+    ODD_FIELDS,
+    ChunkResult,
+    Kept,
+    assemble,
+    event_ranks,
+    fits_int64,
+    kept_rows,
+)
 
 # Concrete field types let msgspec decode ~3x faster than `Any`; unions cover the spellings
 # seen in real files (roctracer writes runtime args as strings: "bytes": "9216", "kind": "1").

@@ -1,34 +1,28 @@
-"""From user paths (files, trace directories, vLLM profile dirs, run dirs) to Traces.
+"""From user paths (files, trace directories, vLLM profile dirs, run dirs) to readable sources.
 
 A directory is searched (a few levels deep) for files whose *content* is a trace; run.json,
 client metrics, logs and vLLM's ``*.profiler_out.txt`` are skipped. rocprofv3 CSV files are
 grouped per process. vLLM's API-process trace (``*.async_llm.*``) is read with
 ``role="frontend"`` so that analyses can leave it out of the per-rank figures.
-
-:func:`read_sources` adds the two things that make repeated and multi-rank reports fast: the
-on-disk table cache (copyprof/cache.py) and chunk-parallel Kineto decoding across ``jobs``
-worker processes (copyprof/parallel.py). Ranks are read one after another, each with every
-core: that keeps one rank's text in flight at a time (flat memory) and balances ranks of any
-size. Both give the tables a plain serial read gives.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from copyprof.errors import CopyprofError
-from copyprof.readers.detect import reader_for, sniff
-from copyprof.readers.source import head_bytes, json_size
+from copyprof.readers.files import head_bytes
+from copyprof.readers.registry import reader_for, sniff
 
 MAX_DEPTH = 4
 _SKIP_NAMES = re.compile(r"(^run\.json$|^timing\.json$|metrics.*\.json$|\.profiler_out\.txt$|\.log$|\.md$|\.py$|\.tmp$)")
 if TYPE_CHECKING:
     from copyprof.events import Trace
-    from copyprof.parallel import ChunkPool
+    from copyprof.readers.kineto.pool import ChunkPool
 
 _FRONTEND = re.compile(r"\.async_llm\b")
 
@@ -145,48 +139,3 @@ def read_source(src: Source, pool: ChunkPool | None = None) -> list[Trace]:
         if _FRONTEND.search(os.path.basename(t.meta.path)):
             t.meta.role = "frontend"
     return traces
-
-
-def decode_pool(sources: list[Source], jobs: int, cache: bool = False) -> ChunkPool | None:
-    """Worker processes for chunk-parallel Kineto decoding, when ``jobs`` > 1 and a Kineto
-    source is big enough to gain from them (and, with ``cache``, is not served from the
-    cache). Start it before any other thread (a progress display); close it when done."""
-    from copyprof.parallel import MIN_PARALLEL_BYTES, make_pool
-
-    if jobs < 2:
-        return None
-    big = [s for s in sources if s.fmt == "kineto" and json_size(s.path) >= MIN_PARALLEL_BYTES]
-    if cache and big:
-        from copyprof.cache import TableCache
-
-        table_cache = TableCache()
-        big = [s for s in big if not table_cache.fresh(s.fmt, s.paths)]
-    return make_pool(jobs) if big else None
-
-
-def read_sources(sources: list[Source], *, pool: ChunkPool | None = None, cache: bool = False,
-                 progress: Callable[[Source], None] | None = None, background_writes: bool = False) -> list[Trace]:
-    """Read every source, Kineto chunks decoded in ``pool`` when given; with ``cache`` the
-    tables are served from / stored into the on-disk cache (with ``background_writes``, new
-    entries are written while the caller goes on: call ``cache.wait_for_writes()``)."""
-    from copyprof.cache import TableCache, cached_read  # numpy/pandas: not needed to discover sources
-
-    table_cache = TableCache() if cache else None
-    traces: list[Trace] = []
-    for src in sources:
-        if progress:
-            progress(src)
-        traces.extend(cached_read(table_cache, src.fmt, src.paths, lambda src=src: read_source(src, pool),
-                                  background=background_writes))
-    return traces
-
-
-def load(paths: Iterable[str], progress: Callable[[Source], None] | None = None, *,
-         jobs: int = 1, cache: bool = False) -> list[Trace]:
-    sources = discover(paths)
-    pool = decode_pool(sources, jobs)
-    try:
-        return read_sources(sources, pool=pool, cache=cache, progress=progress)
-    finally:
-        if pool is not None:
-            pool.close()

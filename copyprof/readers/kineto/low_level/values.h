@@ -1,13 +1,13 @@
 /* Packed rows, the side table and the typed value readers of the native Kineto scanner
- * (_kineto_scan.c): what one field's value becomes in a row, for every shape the Python path
+ * (scan.c): what one field's value becomes in a row, for every shape the Python path
  * (kineto_columns.py) accepts there — an int64 id, a number, a side-table entry for the other
  * shapes msgspec accepts, an ignored and counted value of an unexpected type — or a decline.
- * Split from _kineto_scan.c to keep each file readable; included by it only.
+ * Split from scan.c to keep each file readable; included by it only.
  */
 #ifndef COPYPROF_KINETO_VALUES_H
 #define COPYPROF_KINETO_VALUES_H
 
-#include "_json_scan.h"
+#include "json_scan.h"
 
 
 #define N_INTS 11

@@ -14,11 +14,12 @@ Variants, each replayed ``replays`` times inside ``record_function("copies_<vari
 * ``alloc_in_capture``: ``out = torch.empty_like(src); out[:] = src`` — vLLM's caller-owned
   buffer pattern, the buffer coming from the graph's memory pool under capture.
 
-CLI: ``python -m copyprof.capture.replica_copies --device cuda --out traces``.
+CLI: ``copyprof run --engine copies --device cuda --steps 4 --out traces`` (``--steps``: replays of
+each variant; the 2026-11-30 captures were made with its former entry point,
+``python -m copyprof.capture.replica_copies``, 4 replays).
 """
 from __future__ import annotations
 
-import argparse
 import socket
 import sys
 import time
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from copyprof import __version__
-from copyprof.capture.replica import _torch, device_info
+from copyprof.capture.replica.device import device_info, import_torch
 from copyprof.capture.rundir import (
     STATUS_CAPTURING,
     STATUS_COMPLETE,
@@ -109,7 +110,7 @@ def run_copies(*, device: str = "cuda", sizes: Sequence[int] = DEFAULT_SIZES,
                label: str = "copies", command: Sequence[str] | None = None,
                log: Callable[[str], None] = print) -> list[Path]:
     """One run directory ``<out>/<label>-<mode>-<UTC>`` per mode; returns them in ``modes`` order."""
-    torch = _torch()
+    torch = import_torch()
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise CopyprofError("--device cuda asked for, but torch sees no CUDA device")
@@ -137,27 +138,3 @@ def run_copies(*, device: str = "cuda", sizes: Sequence[int] = DEFAULT_SIZES,
         log(f"copies: {mode} -> {trace}")
         paths.append(d)
     return paths
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m copyprof.capture.replica_copies", description=__doc__.split("\n")[0])
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="comma-separated byte sizes")
-    p.add_argument("--replays", type=int, default=4)
-    p.add_argument("--out", default="traces")
-    p.add_argument("--label", default="copies")
-    args = p.parse_args(argv)
-    command = ["python", "-m", "copyprof.capture.replica_copies", *(sys.argv[1:] if argv is None else argv)]
-    try:
-        sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
-        for d in run_copies(device=args.device, sizes=sizes, replays=args.replays, out=args.out,
-                            label=args.label, command=command):
-            print(d)
-    except (CopyprofError, ValueError) as exc:
-        print(f"copyprof: error: {exc}", file=sys.stderr)
-        return getattr(exc, "exit_code", 2)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 
 from copyprof.events import KINDS, Trace, narrowest_int
-from copyprof.readers.kineto_chunk import LABEL_KEY_BASE
+from copyprof.readers.kineto.chunk import LABEL_KEY_BASE
 from copyprof.taxonomy.copies import is_graph_launch
 
 MIN_MARKED = 0.99  # share of the rows that must carry a rank mark before a file is split

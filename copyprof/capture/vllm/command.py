@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from copyprof.capture.vllm_probe import VllmInfo
+from copyprof.capture.vllm.probe import VllmInfo
 from copyprof.errors import CopyprofError
 
 PROFILERS = ("torch", "rocprofv3", "nsys")

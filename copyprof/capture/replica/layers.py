@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 if TYPE_CHECKING:
-    from copyprof.capture.replica_model import RankShapes
+    from copyprof.capture.replica.shapes import RankShapes
 
 EPS = 1e-5
 

@@ -97,7 +97,7 @@ def describe_usable(run_dir: Path, trace_dir: Path | None) -> dict[str, object]:
     has something to read: ``yes``, ``partial: ...`` (it keeps the events before a cut), or
     ``no: ...`` with the reason.
     """
-    from copyprof.readers.detect import sniff
+    from copyprof.readers.registry import sniff
 
     files = list_files(trace_dir) if trace_dir is not None else []
     traces = []

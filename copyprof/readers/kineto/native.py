@@ -2,7 +2,7 @@
 
 Why two paths: the Python path (kineto_columns.py: msgspec Structs, then numpy columns) costs
 ~3.3 s of CPU per GB of JSON, most of it building and reading back a Python object per event;
-the native scanner (_kineto_scan.c) reads the same fields straight into packed rows. It is an
+the native scanner (low_level/scan.c) reads the same fields straight into packed rows. It is an
 optional C extension: a build without a compiler, or ``COPYPROF_NATIVE=0`` in the
 environment, leaves the Python path, which gives the same tables.
 
@@ -21,15 +21,24 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from copyprof.readers.kineto_chunk import CATMAP, MEMCPY, ODD_FIELDS, ChunkResult, Kept, assemble, event_ranks, kept_rows
-from copyprof.readers.kineto_columns import INT_ARGS, IntLike, TimeLike, decode_chunk, to_float, to_int, to_tid
+from copyprof.readers.kineto.chunk import (
+    CATMAP,
+    MEMCPY,
+    ODD_FIELDS,
+    ChunkResult,
+    Kept,
+    assemble,
+    event_ranks,
+    kept_rows,
+)
+from copyprof.readers.kineto.columns import INT_ARGS, IntLike, TimeLike, decode_chunk, to_float, to_int, to_tid
 
 try:  # built by setup.py when a C compiler is there; optional
-    from copyprof.readers import _kineto_scan
+    from copyprof.readers.kineto.low_level import scanner as native_scanner
 except ImportError:  # pragma: no cover - depends on the build
-    _kineto_scan = None  # type: ignore[assignment]
+    native_scanner = None  # type: ignore[assignment]
 
-# One packed row and one side-table entry of _kineto_scan.c (struct Row, struct Side);
+# One packed row and one side-table entry of low_level/scan.c (struct Row, struct Side);
 # native_available() checks them against the C side's sizeof.
 ROW = np.dtype({
     "names": ["cat", "name", "pid", "tid", "ts", "dur", "ints", "grid", "block", "kind_off", "kind_len"],
@@ -49,7 +58,7 @@ _TIME_VALUE = msgspec.json.Decoder(TimeLike)
 
 def native_available() -> bool:
     """Whether chunks go to the native scanner (built, matching layout, not switched off)."""
-    return (_kineto_scan is not None and _kineto_scan.row_size() == (ROW.itemsize, SIDE.itemsize, len(ODD_FIELDS))
+    return (native_scanner is not None and native_scanner.row_size() == (ROW.itemsize, SIDE.itemsize, len(ODD_FIELDS))
             and os.environ.get("COPYPROF_NATIVE", "1") != "0")
 
 
@@ -58,7 +67,7 @@ _NATIVE = native_available()  # decided once per process (workers inherit it thr
 
 def scan_columns(data: bytes | memoryview) -> ChunkResult | str:
     """The chunk's columns from the native scanner, or its one-line reason for declining."""
-    out = _kineto_scan.scan(data)
+    out = native_scanner.scan(data)
     if isinstance(out, str):
         return out
     n, buf, side, cats, names, odd = out

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from copyprof.capture.vllm_command import SERVED_MODEL_NAME
+from copyprof.capture.vllm.command import SERVED_MODEL_NAME
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 
 TOKEN_LO = 1000  # stay clear of special/control tokens that sit at low ids in common vocabularies

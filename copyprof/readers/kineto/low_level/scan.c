@@ -27,7 +27,7 @@
  * Floats go through PyOS_string_to_double (correctly rounded, locale-free, as msgspec's
  * parser is); integers written into float fields are converted from int64 as msgspec does.
  */
-#include "_kineto_values.h"
+#include "values.h"
 
 /* Body of an X event's args object (cursor at '{'). */
 static int read_args(Cur *c, Row *r, Tables *t) {
@@ -266,10 +266,10 @@ static PyMethodDef METHODS[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_kineto_scan",
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "scanner",
     "Native scanner for Kineto event chunks (see kineto_native.py).", -1, METHODS};
 
-PyMODINIT_FUNC PyInit__kineto_scan(void) {
+PyMODINIT_FUNC PyInit_scanner(void) {
     json_scan_init();
     return PyModule_Create(&MODULE);
 }

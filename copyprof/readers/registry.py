@@ -8,25 +8,20 @@ and OTF2 files are recognised only to tell the user how to convert them.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import sqlite3
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from copyprof.errors import CopyprofError, UnsupportedFormat
-from copyprof.readers.source import SQLITE_MAGIC, head_bytes
+from copyprof.readers.files import DECOMPRESS_ERRORS, SQLITE_MAGIC, connect_readonly, head_bytes
 
 if TYPE_CHECKING:
     from copyprof.events import Trace
 Reader = Callable[[str], "list[Trace]"]
-
-try:  # ISA-L's inflate raises its own error type, not zlib.error
-    from isal.isal_zlib import error as _IsalError  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - isal is a core dependency
-    _IsalError = zlib.error
-# What reading a damaged or cut-off gzip stream can raise (gzip/igzip file objects).
-DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error, _IsalError)
 
 _CONVERT_HINTS = {
     ".pftrace": "Perfetto protobuf traces need trace_processor (which downloads a binary); "
@@ -109,22 +104,6 @@ def _hint(path: str, head: bytes) -> str | None:
     return None
 
 
-def connect_readonly(path: str) -> sqlite3.Connection:
-    """Open a SQLite trace read-only and immutable, decoding damaged text leniently.
-
-    ``immutable=1``: SQLite takes no locks and creates no ``-wal``/``-shm``/journal files next
-    to the user's trace (``mode=ro`` alone still does for a database whose header says WAL).
-    The path goes through ``as_uri`` so that ``?`` or ``#`` in a file name cannot add URI
-    parameters. Text that is not UTF-8 (a damaged page, a blob in a name column) is decoded
-    with replacement characters instead of raising UnicodeDecodeError mid-query.
-    """
-    from pathlib import Path
-
-    conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro&immutable=1", uri=True)
-    conn.text_factory = lambda raw: raw.decode("utf-8", "replace")
-    return conn
-
-
 def _sniff_sqlite(path: str) -> str:
     try:
         conn = connect_readonly(path)
@@ -145,37 +124,37 @@ def _sniff_sqlite(path: str) -> str:
     raise CopyprofError("SQLite database is neither a rocpd nor an Nsight Systems export", path=path)
 
 
+@dataclass(frozen=True)
+class Format:
+    """One trace format: its key, what it is, and where its reader lives.
+
+    The reader is named by module and function, imported on first use, so a format's
+    dependencies (sqlite3 for rocpd/nsys, msgspec and numpy for Kineto) load only when one of
+    its files is read — and no reader imports this registry back."""
+
+    key: str
+    description: str
+    module: str
+    function: str
+
+    def reader(self) -> Reader:
+        return getattr(importlib.import_module(self.module), self.function)
+
+
+FORMATS: dict[str, Format] = {f.key: f for f in (
+    Format("kineto", "Kineto / Chrome trace JSON (torch profiler, vLLM, SGLang)", "copyprof.readers.kineto", "read_kineto"),
+    Format("rocprofv3-json", "rocprofv3 --output-format json", "copyprof.readers.rocprofv3_json", "read_rocprofv3_json"),
+    Format("rocprofv3-csv", "rocprofv3 CSV (kernel, memory copy, API, marker traces of one process)",
+           "copyprof.readers.rocprofv3_csv", "read_rocprofv3_csv_file"),
+    Format("rocprof-v1", "rocprof v1 results.csv", "copyprof.readers.rocprof_v1", "read_rocprof_v1_csv"),
+    Format("rocpd", "rocpd SQLite (rocprofv3 --output-format rocpd)", "copyprof.readers.rocpd", "read_rocpd"),
+    Format("nsys-sqlite", "Nsight Systems SQLite export", "copyprof.readers.nsys_sqlite", "read_nsys"),
+)}
+"""Every format copyprof reads, by the key :func:`sniff` returns."""
+
+
 def reader_for(fmt: str) -> Reader:
-    """The reader function of a format key (imported lazily: a format's deps load on use)."""
-    if fmt == "kineto":
-        from copyprof.readers.kineto import read_kineto
-
-        return read_kineto
-    if fmt == "rocprofv3-json":
-        from copyprof.readers.rocprofv3_json import read_rocprofv3_json
-
-        return read_rocprofv3_json
-    if fmt == "rocprofv3-csv":
-        from copyprof.readers.rocprofv3_csv import csv_groups, read_rocprofv3_csv
-
-        def _read_group(path: str) -> list[Trace]:
-            siblings = [os.path.join(os.path.dirname(path) or ".", f) for f in os.listdir(os.path.dirname(path) or ".")]
-            for group in csv_groups(sorted(siblings)):
-                if os.path.abspath(path) in {os.path.abspath(p) for p in group}:
-                    return read_rocprofv3_csv(group)
-            return read_rocprofv3_csv([path])
-
-        return _read_group
-    if fmt == "rocprof-v1":
-        from copyprof.readers.rocprof_v1 import read_rocprof_v1_csv
-
-        return read_rocprof_v1_csv
-    if fmt == "rocpd":
-        from copyprof.readers.rocpd import read_rocpd
-
-        return read_rocpd
-    if fmt == "nsys-sqlite":
-        from copyprof.readers.nsys_sqlite import read_nsys
-
-        return read_nsys
-    raise CopyprofError(f"no reader for format {fmt!r}")
+    """The reader function of a format key."""
+    if fmt not in FORMATS:
+        raise CopyprofError(f"no reader for format {fmt!r}")
+    return FORMATS[fmt].reader()

@@ -1,4 +1,4 @@
-/* Validating JSON lexer and string interner for the native Kineto scanner (_kineto_scan.c).
+/* Validating JSON lexer and string interner for the native Kineto scanner (scan.c).
  *
  * Why validating: the scanner may only accept what msgspec (the Python path's decoder) also
  * accepts, so every value it passes over is checked, more strictly than msgspec does (UTF-8

@@ -6,7 +6,7 @@ weights, for any decoder layout, and to produce vLLM-shaped Kineto traces
 (``rank0.<ns>.pt.trace.json.gz`` with ``execute_context_0(0)_generation_N(N)`` step
 annotations) that copyprof's readers can be tested against. Arms: ``baseline`` (every layer
 copies), ``candidate`` (none does), ``partial`` (the kinds named by ``remove`` do not). The
-model itself is in :mod:`copyprof.capture.replica_model`.
+model itself is in :mod:`copyprof.capture.replica.model`.
 
 What a call does (:func:`run_replica`):
 
@@ -30,7 +30,6 @@ CLI: ``copyprof run --engine replica --model kimi-k3 --tp 8 --concurrency 16 --d
 from __future__ import annotations
 
 import json
-import os
 import platform
 import socket
 import statistics
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from copyprof import __version__
+from copyprof.capture.replica.device import device_info, import_torch
 from copyprof.capture.rundir import (
     STATUS_CAPTURING,
     STATUS_COMPLETE,
@@ -61,28 +61,6 @@ CPU_TIMING_NOTE = "CPU timings are for tests only: they say nothing about GPU co
 def step_annotation(tokens: int) -> str:
     """vLLM's pure-decode step name (gpu_worker annotate_profile; vllm-and-kimi.md §8.4)."""
     return f"execute_context_0(0)_generation_{tokens}({tokens})"
-
-
-def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - exercised only without torch
-        raise CopyprofError("the replica engine needs torch: pip install 'copyprof[replica]'",
-                            exit_code=EXIT_CAPTURE_FAILED) from exc
-    return torch
-
-
-def device_info(torch: Any, device: Any) -> dict[str, Any]:
-    """Name and capability of the device the replica ran on (for run.json / timing.json)."""
-    if device.type == "cuda":
-        props = torch.cuda.get_device_properties(device)
-        return {
-            "type": "cuda", "name": torch.cuda.get_device_name(device),
-            "capability": list(torch.cuda.get_device_capability(device)),
-            "multiprocessors": props.multi_processor_count, "total_memory_bytes": props.total_memory,
-        }
-    return {"type": "cpu", "name": platform.processor() or platform.machine(), "capability": None,
-            "cpu_count": os.cpu_count()}
 
 
 class _Arm:
@@ -205,7 +183,8 @@ def run_replica(layout: ModelLayout | str, *, tp: int, concurrency: int, device:
     and ``timing_blocks > 0``. Every run directory ends with ``status`` ``complete`` or
     ``failed: <why>``; on failure the exception is re-raised.
     """
-    from copyprof.capture.replica_model import DEFAULT_CONTEXT, RankShapes, ReplicaModel, arm_removals, weight_bytes
+    from copyprof.capture.replica.model import ReplicaModel, arm_removals, weight_bytes
+    from copyprof.capture.replica.shapes import DEFAULT_CONTEXT, RankShapes
 
     if isinstance(layout, str):
         layout = load_layout(layout)
@@ -217,7 +196,7 @@ def run_replica(layout: ModelLayout | str, *, tp: int, concurrency: int, device:
     arms = [a for a in removals if a in arms]  # baseline, candidate, partial order
     if steps < 1:
         raise CopyprofError("steps must be >= 1")
-    torch = _torch()
+    torch = import_torch()
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise CopyprofError("--device cuda asked for, but torch sees no CUDA device", exit_code=EXIT_CAPTURE_FAILED)

@@ -9,7 +9,7 @@ bare list, capitalised categories and ``"external id"``; ``pid`` may be a string
 
 Speed: see kineto_native (the decode hot path: the native scanner, with kineto_columns' Python
 path for the chunks it declines; shared by the serial path here and the worker processes of
-copyprof/parallel.py). Events of other categories (python_function,
+copyprof/readers/kineto/pool.py). Events of other categories (python_function,
 flows, counters) are counted and dropped; cpu_ops are kept only when they are copy ops. The
 per-chunk columns are joined column by column (each chunk's copy freed as it is used) and the
 frame is built without pandas' consolidation copy, so peak memory is about one table.
@@ -25,25 +25,34 @@ import msgspec
 import numpy as np
 
 from copyprof.errors import CopyprofError
-from copyprof.events import _INT_COLUMNS, BYTES_SOURCES, COLUMNS, COMPACT_COLUMNS, KINDS, Trace, TraceMeta, narrowest_int
+from copyprof.events import (
+    BYTES_SOURCES,
+    COLUMNS,
+    COMPACT_COLUMNS,
+    INT_COLUMNS,
+    KINDS,
+    Trace,
+    TraceMeta,
+    narrowest_int,
+)
 from copyprof.pandas_import import pandas
-from copyprof.readers.detect import DECOMPRESS_ERRORS
-from copyprof.readers.json_stream import MalformedChunk, NotStreamable, StreamState, stream_event_chunks
-from copyprof.readers.kineto_chunk import ODD_FIELDS, ChunkResult, odd_fields_note
-from copyprof.readers.kineto_columns import Event, columnize, convert_event, gc_paused
-from copyprof.readers.kineto_merged import split_ranks
-from copyprof.readers.kineto_native import decode_columns
-from copyprof.readers.source import BlockStream, json_size, open_binary
+from copyprof.readers.files import DECOMPRESS_ERRORS, BlockStream, json_size, open_binary
+from copyprof.readers.kineto.chunk import ODD_FIELDS, ChunkResult, odd_fields_note
+from copyprof.readers.kineto.columns import Event, columnize, convert_event, gc_paused
+from copyprof.readers.kineto.merged import split_ranks
+from copyprof.readers.kineto.native import decode_columns
+from copyprof.readers.kineto.state import StreamState
+from copyprof.readers.kineto.stream import MalformedChunk, NotStreamable, stream_event_chunks
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from copyprof.parallel import ChunkPool
+    from copyprof.readers.kineto.pool import ChunkPool
 
 _RANK_IN_NAME = re.compile(r"(?:^|[_.\-])rank[_\-]?(\d+)(?:[_.\-]|$)")
 
 
-class _Columns:
+class ColumnBuffer:
     """Table columns filled chunk by chunk, in place.
 
     Why: keeping per-chunk arrays and concatenating at the end holds the table twice at the
@@ -106,7 +115,7 @@ class _Accumulator:
 
     def __init__(self, capacity: int = 0) -> None:
         self.names: dict[str, int] = {}
-        self.table = _Columns(capacity)
+        self.table = ColumnBuffer(capacity)
         self.counts = np.zeros(len(KINDS), dtype=np.int64)
         self.other = self.bad = self.graph_launches = 0
         self.odd = np.zeros(len(ODD_FIELDS), dtype=np.int64)
@@ -179,11 +188,11 @@ def table_frame(codes: np.ndarray, names: list[str], cols: dict[str, np.ndarray]
         "on_gpu": cols.pop("on_gpu").astype(bool, copy=False),
     }
     nbytes = cols["bytes"]
-    for col, dtype in _INT_COLUMNS.items():
+    for col, dtype in INT_COLUMNS.items():
         if col == "rank":
             data[col] = np.full(n, rank, dtype=narrowest_int(rank, rank))
         elif col in COMPACT_COLUMNS:
-            data[col] = cols.pop(col)  # _Columns kept it in the narrowest dtype its values need
+            data[col] = cols.pop(col)  # ColumnBuffer kept it in the narrowest dtype its values need
         else:
             data[col] = cols.pop(col).astype(dtype, copy=False)
     data["bytes_src"] = pd.Categorical.from_codes((nbytes >= 0).view(np.int8), categories=BYTES_SOURCES)

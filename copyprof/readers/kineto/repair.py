@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
-    from copyprof.readers.json_stream import StreamState
+    from copyprof.readers.kineto.state import StreamState
 
 _CANDIDATE_CUT = re.compile(rb"\}\s*,\s*\{")
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")

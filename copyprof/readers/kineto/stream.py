@@ -21,13 +21,14 @@ from __future__ import annotations
 import mmap
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from copyprof.readers.json_repair import FAILED, array_end, repair
-from copyprof.readers.json_tail import finish_document, read_tail
+from copyprof.readers.kineto.repair import FAILED, array_end, repair
+from copyprof.readers.kineto.state import StreamState
+from copyprof.readers.kineto.tail import finish_document, read_tail
 
 _TRACE_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*([\[{])')
 _CANDIDATE_CUT = re.compile(rb"\}\s*,\s*\{")
@@ -44,20 +45,6 @@ class MalformedChunk(Exception):
         super().__init__(reason)
         self.offset = offset
         self.reason = reason
-
-
-@dataclass
-class StreamState:
-    header: dict[str, Any] = field(default_factory=dict)
-    tail: dict[str, Any] = field(default_factory=dict)
-    bare_list: bool = False
-    events_offset: int = 0  # uncompressed byte offset where the event array starts
-    consumed: int = 0  # uncompressed bytes whose events were decoded
-    truncated: str | None = None  # why the array ended early, if it did
-    rest: bytes = b""  # what follows the last candidate cut (set when splitting ends)
-    rest_offset: int = 0
-    skipped: list[tuple[int, int]] = field(default_factory=list)  # (document offset, bytes) cut out as damaged
-    after_array: bytes | None = None  # text after the event array's ']' found inside a chunk (json_repair)
 
 
 @dataclass
