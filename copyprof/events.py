@@ -248,6 +248,10 @@ class TraceMeta:
     grid_unit: str = "blocks"  # blocks | work-items: how the source wrote grid sizes (table is blocks)
     warnings: list[str] = field(default_factory=list)
     partial: str | None = None  # set when only part of the file could be read: says how much
+    op_shapes: dict[str, str] = field(default_factory=dict)
+    """Input shapes and dtypes of the host copy ops (``aten::copy_`` ...) where the trace recorded
+    them (torch profiler ``record_shapes``), by the op's External id (as a string, so the table
+    cache's JSON keeps it): ``"[16,2048] bf16<-bf16"`` — destination dims, dst<-src dtypes."""
 
 
 @dataclass

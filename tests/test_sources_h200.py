@@ -43,6 +43,12 @@ def test_eager_capture_names_the_function_behind_every_copy():
     for site in run["sites"]:
         assert site["source"] is not None and site["source_note"] == "", site
         assert site["stack"][0] == site["source"]
+    # the capture recorded shapes: each copy op's destination dims and dtypes name the site —
+    # [N, hidden] = [16, 2048] for the output projection's copy, [N, 32/4 value heads, 128] for
+    # the GDN placement (Qwen3-Next's config; N = 16 tokens per step)
+    shapes = {s["site"]: s["shape"] for s in run["sites"]}
+    assert shapes == {"full_attention": "[16,2048] bf16<-bf16", "linear_attention": "[16,2048] bf16<-bf16",
+                      "placement": "[16,8,128] bf16<-bf16"}
 
 
 def test_graph_replay_takes_the_eager_sources():

@@ -35,7 +35,7 @@ from copyprof.taxonomy.copies import bytes_match
 
 COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "role", "kind",
                 "layer", "slot", "next_kernel", "prev_kernel", "row"]
-SOURCE_COLUMNS = ["source", "stack", "why"]  # analysis/sources.py: the code that issued each copy
+SOURCE_COLUMNS = ["source", "stack", "why", "shape"]  # analysis/sources.py: the code that issued each copy
 UNATTRIBUTED = "post-proj"  # site of a post-projection copy whose layer is unknown
 
 
@@ -56,7 +56,8 @@ class Census:
 
 
 def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, *,
-                cus: int | None = None, all_steps: bool = False, keep_layers: bool = False) -> Census:
+                cus: int | None = None, all_steps: bool = False, keep_layers: bool = False,
+                op_shapes: dict[str, str] | None = None) -> Census:
     table = steps.table if all_steps else steps.decode
     ops = step_ops(events, steps, table["step"].to_numpy(), cus, per_op=layout is not None)
     tokens = _tokens(table, ops, layout)
@@ -84,7 +85,7 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     for k in range(len(step_ids)):
         pos[copy_bounds[k]:copy_bounds[k + 1]] = np.arange(copy_bounds[k + 1] - copy_bounds[k])
     copies = _copies_frame(ops, pos, c_bytes, c_src, role, layer, slot, layout)
-    _add_sources(copies, events, ops)
+    _add_sources(copies, events, ops, op_shapes or {})
     ps = pd.DataFrame(per_step)
     if not ps.empty:
         ps = ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left")
@@ -216,17 +217,20 @@ def _layer_spans(events: pd.DataFrame, ops: StepOps, op_bounds: np.ndarray, maps
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["step", "layer", "kind", "start_ns", "end_ns"])
 
 
-def _add_sources(copies: pd.DataFrame, events: pd.DataFrame, ops: StepOps) -> None:
-    """The issuing code of every copy, where the trace has Python stacks (else none, and why)."""
-    if len(copies) and ops.c_row is not None and (events["kind"] == "python").any():
-        found = copy_sources(events, ops.c_row)
+def _add_sources(copies: pd.DataFrame, events: pd.DataFrame, ops: StepOps, op_shapes: dict[str, str]) -> None:
+    """The issuing code of every copy, where the trace has Python stacks (else none, and why),
+    and the shape its CPU op recorded, where the trace has shapes (else "")."""
+    if len(copies) and ops.c_row is not None and (op_shapes or (events["kind"] == "python").any()):
+        found = copy_sources(events, ops.c_row, op_shapes)
         copies["source"] = pd.Series(found.source, index=copies.index, dtype=object)
         copies["stack"] = pd.Series([tuple(x) for x in found.stack], index=copies.index, dtype=object)
         copies["why"] = pd.Series(found.why, index=copies.index, dtype=object)
+        copies["shape"] = pd.Series(found.shape, index=copies.index, dtype=object)
     else:
         copies["source"] = pd.Series([None] * len(copies), index=copies.index, dtype=object)
         copies["stack"] = pd.Series([()] * len(copies), index=copies.index, dtype=object)
         copies["why"] = NO_STACKS
+        copies["shape"] = ""
 
 
 def _tokens(table: pd.DataFrame, ops: StepOps, layout: ModelLayout | None) -> dict[int, int | None]:

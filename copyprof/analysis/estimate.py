@@ -85,10 +85,17 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
             layer_kind=kinds_seen[0] if len(kinds_seen) == 1 else None,
             source=code or None, stack=list(g["stack"].iloc[0]) if code else [],
             source_note="" if code else str(g["why"].iloc[0]) if "why" in g else "",
+            shape=_commonest(g["shape"]) if "shape" in g else "",
         ))
     order = {**{k: i for i, k in enumerate(census.kinds)}, "post-proj": 90, "placement": 91, "allreduce-staging": 92,
              "other": 93}
     return sorted(rows, key=lambda r: (order.get(r.site, 99), -r.per_step))
+
+
+def _commonest(values: pd.Series) -> str:
+    """The most frequent non-empty value ("" when none): one shape names a site."""
+    seen = values[values.astype(bool)]
+    return str(seen.value_counts(sort=True).index[0]) if len(seen) else ""
 
 
 def _where(site: str, layers: pd.Series, kinds: tuple[str, ...], seen: list[str], mapped: bool) -> str:

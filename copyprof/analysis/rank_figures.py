@@ -31,7 +31,7 @@ def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = Fal
                  keep_layers: bool = False) -> RankAnalysis:
     steps = segment(trace.events)
     census = take_census(trace.events, steps, layout, cus=device_cus(trace.meta.devices), all_steps=all_steps,
-                         keep_layers=keep_layers)
+                         keep_layers=keep_layers, op_shapes=trace.meta.op_shapes)
     return RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census)
 
 

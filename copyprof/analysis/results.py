@@ -87,6 +87,7 @@ class Site(Struct):
     source: str | None = None  # the issuing Python frame (analysis/sources.py), or None
     stack: list[str] = []  # that frame and its callers, innermost first
     source_note: str = ""  # why there is no source
+    shape: str = ""  # the dims and dtypes its CPU op recorded (record_shapes), the commonest; "" if none
 
 
 class Attribution(Struct):

@@ -41,12 +41,14 @@ def is_torch_frame(frame: str) -> bool:
 @dataclass
 class CopySources:
     """Per copy: ``source`` (frame or None), ``stack`` (innermost first), ``op`` (the CPU op,
-    e.g. ``aten::copy_``), ``why`` (why there is no source, "" when there is one)."""
+    e.g. ``aten::copy_``), ``why`` (why there is no source, "" when there is one), ``shape``
+    (the dims and dtypes its CPU op recorded, "" when not recorded)."""
 
     source: list[str | None]
     stack: list[list[str]]
     op: list[str]
     why: list[str]
+    shape: list[str]
 
 
 class _Frames:
@@ -75,14 +77,17 @@ class _Frames:
         return out
 
 
-def copy_sources(events: pd.DataFrame, rows: np.ndarray) -> CopySources:
+def copy_sources(events: pd.DataFrame, rows: np.ndarray, op_shapes: dict[str, str] | None = None) -> CopySources:
     """Sources of the events at positional ``rows`` (GPU copies, or host copy ops themselves)."""
     n = len(rows)
-    out = CopySources([None] * n, [[] for _ in range(n)], [""] * n, [NO_STACKS] * n)
+    out = CopySources([None] * n, [[] for _ in range(n)], [""] * n, [NO_STACKS] * n, [""] * n)
     if not n:
         return out
     kind = events["kind"].to_numpy()
     ops, anchors = _issuers(events, rows, kind)
+    if op_shapes:
+        ext = events["external_id"].to_numpy()
+        out.shape = [op_shapes.get(str(int(ext[op])), "") if op >= 0 else "" for op in ops.tolist()]
     py = np.flatnonzero(kind == "python")
     for i in np.flatnonzero(anchors == -2).tolist():
         out.why[i] = GRAPH

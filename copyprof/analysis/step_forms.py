@@ -35,8 +35,9 @@ def default_pattern(path: str) -> str:
     return COPIES_STEP if re.search(r"(^|/)copies-[^/]*/", path) else DECODE_STEP
 
 
-def copy_forms(events: pd.DataFrame) -> np.ndarray:
-    """Each row's form ("" when it is not a copy-related row)."""
+def copy_forms(events: pd.DataFrame, op_shapes: dict[str, str] | None = None) -> np.ndarray:
+    """Each row's form ("" when it is not a copy-related row); a host ``aten::copy_`` names the
+    dims and dtypes it recorded, where the trace has them (``op_shapes``, by External id)."""
     kind = events["kind"].to_numpy().astype(object)
     names = name_array(events).astype(object)
     cls = copy_class(events).to_numpy()
@@ -52,7 +53,11 @@ def copy_forms(events: pd.DataFrame) -> np.ndarray:
     runtime = kind == "runtime"
     copy_call = np.array([("Memcpy" in n or is_graph_launch(n)) for n in names[runtime]], dtype=bool)
     out[np.flatnonzero(runtime)[copy_call]] = [f"runtime {n}" for n in names[runtime][copy_call]]
-    out[(kind == "cpu_op") & (names == "aten::copy_")] = "cpu aten::copy_"
+    host = np.flatnonzero((kind == "cpu_op") & (names == "aten::copy_"))
+    ext = events["external_id"].to_numpy()
+    shapes = op_shapes or {}
+    out[host] = [f"cpu aten::copy_ {shapes[str(int(e))]}" if str(int(e)) in shapes else "cpu aten::copy_"
+                 for e in ext[host].tolist()]
     return out
 
 
@@ -74,7 +79,7 @@ def step_forms(trace: Trace, pattern: str | None = None) -> dict[str, Any]:
         inside = (i >= 0) & (t <= ends[np.clip(i, 0, None)]) if len(starts) else np.zeros(len(t), dtype=bool)
         return np.where(inside, i, -1)
 
-    forms = copy_forms(ev)
+    forms = copy_forms(ev, trace.meta.op_shapes)
     host = ~on_gpu
     corr = ev["correlation"].to_numpy()
     host_step = step_of(ev["start_ns"].to_numpy())

@@ -59,8 +59,9 @@ def _sum(a: float | None, b: float | None) -> float | None:
 
 def sites_table(run: RunReport) -> TableData:
     with_source = any(s.source for s in run.sites)
+    with_shape = any(s.shape for s in run.sites)
     t = TableData("sites", "Copy sites", ["site", "bytes", "per step", "µs/copy", "ms/step", "GB/s", "bound", "where",
-                                          *(["source"] if with_source else [])])
+                                          *(["shape"] if with_shape else []), *(["source"] if with_source else [])])
     for s in run.sites:
         size = f"≤{s.bytes:,}" if s.bytes_src == "grid-bound" else (f"{s.bytes:,}" if s.bytes >= 0 else "?")
         if s.bytes_src == "layout":
@@ -68,7 +69,7 @@ def sites_table(run: RunReport) -> TableData:
         gbps = "–" if s.achieved_gbps is None else f"{s.achieved_gbps:.0f}"
         t.rows.append([s.site, size, f"{s.per_step:.2f}".rstrip("0").rstrip("."), f"{s.median_us:.2f}",
                        fmt_ms(s.ms_per_step), gbps, s.bound or "–", s.where,
-                       *([s.source or "–"] if with_source else [])])
+                       *([s.shape or "–"] if with_shape else []), *([s.source or "–"] if with_source else [])])
     if run.peak_gbps:
         t.note = f"GB/s against a peak of {run.peak_gbps:.0f} GB/s; under 25 % of peak counts as launch/latency-bound"
     return t

@@ -102,7 +102,7 @@ def _esc(text: str) -> str:
     return text.replace("[", "\\[")
 
 
-TEXT_COLUMNS = ("where", "bound", "site", "source", "sites", "verdict", "status", "function", "frame")
+TEXT_COLUMNS = ("where", "bound", "site", "source", "sites", "verdict", "status", "function", "frame", "shape")
 
 
 def _is_text(i: int, column: str) -> bool:

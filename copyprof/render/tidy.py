@@ -62,6 +62,8 @@ def _site_rows(run: RunReport, arm: str, by_source: bool) -> Iterator[Row]:
         yield "site", f"{name}.time", arm, site.ms_per_step, "ms"
         yield "site", f"{name}.achieved_bandwidth", arm, _v(site.achieved_gbps), "GB/s"
         yield "site", f"{name}.bytes_source", arm, site.bytes_src, ""
+        if site.shape:
+            yield "site", f"{name}.shape", arm, site.shape, ""
     for e in run.estimate:
         yield "estimate", f"{e.scope}.removed", arm, e.removed_per_step, "copies"
         yield "estimate", f"{e.scope}.removable", arm, e.removable_ms, "ms"

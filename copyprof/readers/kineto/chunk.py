@@ -35,7 +35,7 @@ CATEGORIES: dict[str, tuple[int, bool]] = {
     "operator": (5, False),
     "python_function": (6, False),  # with_stack frames: the code behind each copy (issue 14)
 }
-_CPU_OP = 5
+CPU_OP = 5
 _RUNTIME = 3
 MEMCPY = 1
 AUX_COLUMNS = ("copy_kind_arg", "memcpy_rows")  # per-chunk extras, not table columns
@@ -81,7 +81,8 @@ def fits_int64(f: np.ndarray, scale: float = 1.0) -> np.ndarray:
 class ChunkResult:
     """Columns of one chunk plus the counts of everything it saw."""
 
-    __slots__ = ("bad", "cols", "counts", "graph_launches", "name_codes", "names", "odd", "other", "rank_counts")
+    __slots__ = ("bad", "cols", "counts", "graph_launches", "name_codes", "names", "odd", "other", "rank_counts",
+                 "shapes")
 
     def __init__(self) -> None:
         self.cols: dict[str, np.ndarray] = {}
@@ -93,6 +94,7 @@ class ChunkResult:
         self.graph_launches = 0
         self.odd = np.zeros(len(ODD_FIELDS), dtype=np.int64)  # ignored values per ODD_FIELDS entry
         self.rank_counts: dict[int, np.ndarray] = {}  # merged files: per rank key, the counts by kind
+        self.shapes: dict[int, str] = {}  # host copy ops' recorded shapes by External id (Python path)
 
 
 def odd_fields_note(odd: np.ndarray) -> str | None:
@@ -117,7 +119,7 @@ def kept_rows(kind_all: np.ndarray, codes_all: np.ndarray, names_all: list[str],
     if rank_all is not None and (rank_all >= 0).any():
         for key in np.unique(rank_all[keep]).tolist():
             res.rank_counts[key] = np.bincount(kind_all[keep & (rank_all == key)], minlength=len(KINDS))
-    cpu = kind_all == _CPU_OP
+    cpu = kind_all == CPU_OP
     if cpu.any():
         host = np.fromiter(map(HOST_COPY_OPS.__contains__, names_all), dtype=bool, count=len(names_all))
         keep &= ~cpu | host[codes_all]
@@ -231,3 +233,18 @@ def assemble(res: ChunkResult, k: Kept) -> ChunkResult:
     else:
         res.cols = cols
     return res
+
+
+_SHORT_TYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64",
+                "c10::Float8_e4m3fn": "fp8e4m3", "c10::Float8_e5m2": "fp8e5m2"}
+
+
+def shape_text(dims: Any, types: Any) -> str:
+    """``[16,2048] bf16<-bf16``: a copy op's destination dims and dst<-src dtypes, from the torch
+    profiler's ``Input Dims`` / ``Input type`` args (record_shapes); "" when not recorded."""
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list):
+        return ""
+    text = "[" + ",".join(str(d) for d in dims[0]) + "]"
+    if isinstance(types, list) and len(types) >= 2 and all(isinstance(t, str) for t in types[:2]):
+        text += f" {_SHORT_TYPES.get(types[0], types[0])}<-{_SHORT_TYPES.get(types[1], types[1])}"
+    return text

@@ -43,6 +43,7 @@ from msgspec.structs import astuple
 
 from copyprof.readers.kineto.chunk import (
     CATMAP,
+    CPU_OP,
     MEMCPY,
     ODD_FIELDS,
     ChunkResult,
@@ -51,6 +52,7 @@ from copyprof.readers.kineto.chunk import (
     event_ranks,
     fits_int64,
     kept_rows,
+    shape_text,
 )
 
 # Concrete field types let msgspec decode ~3x faster than `Any`; unions cover the spellings
@@ -76,6 +78,8 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):  # frozen: EMPTY_ARGS is
     graph_node_id: IntLike = msgspec.field(default=-1, name="graph node id")
     from_device: IntLike = msgspec.field(default=-1, name="fromDevice")  # CUPTI PtoP has no `device`
     rank: IntLike = -1  # TraceLens' TraceFusion writes each event's rank here in merged multi-rank files
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")  # record_shapes: the copy ops' shapes
+    input_type: Any = msgspec.field(default=None, name="Input type")
 
 
 EMPTY_ARGS = EventArgs()
@@ -333,6 +337,7 @@ def columnize(events: list[Any], odd: np.ndarray | None = None) -> ChunkResult:
     del complete, pids
     kind = kind_all[keep]
     memcpy_rows = np.flatnonzero(keep)[kind == MEMCPY].tolist()
+    res.shapes = _copy_op_shapes(np.flatnonzero(keep)[kind == CPU_OP].tolist(), fields)
     return assemble(res, Kept(
         kind=kind, on_gpu=gpu_all[keep], codes=codes_all[keep], names=names_all, ts=ts_f, dur=dur_f,
         pid=pid_i, tid=tid_i, ints={f: _kept(fields[f], keep, np.int64, to_int) for f in INT_ARGS if f != "rank"},
@@ -340,3 +345,16 @@ def columnize(events: list[Any], odd: np.ndarray | None = None) -> ChunkResult:
         grid=_dim3(fields["grid"], len(keep))[keep],  # _dim3 is exact value by value: mask afterwards
         block=_dim3(fields["block"], len(keep))[keep],
         copy_kind=[k if isinstance(k, str) else "" for k in map(fields["kind"].__getitem__, memcpy_rows)]))
+
+
+def _copy_op_shapes(rows: list[int], fields: dict[str, list[Any]]) -> dict[int, str]:
+    """The recorded shapes of the kept host copy ops, by External id (ops without one, or
+    without shapes, are left out)."""
+    out: dict[int, str] = {}
+    for i in rows:
+        text = shape_text(fields["input_dims"][i], fields["input_type"][i])
+        ext = to_int([fields["external_id"][i]])[0]
+        ext = ext if ext >= 0 else to_int([fields["external_id_legacy"][i]])[0]
+        if text and ext >= 0:
+            out[int(ext)] = text
+    return out

@@ -23,6 +23,7 @@ import numpy as np
 
 from copyprof.readers.kineto.chunk import (
     CATMAP,
+    CPU_OP,
     MEMCPY,
     ODD_FIELDS,
     ChunkResult,
@@ -30,6 +31,7 @@ from copyprof.readers.kineto.chunk import (
     assemble,
     event_ranks,
     kept_rows,
+    shape_text,
 )
 from copyprof.readers.kineto.columns import INT_ARGS, IntLike, TimeLike, decode_chunk, to_float, to_int, to_tid
 
@@ -50,7 +52,9 @@ ROW = np.dtype({
 })
 SIDE = np.dtype({"names": ["row", "field", "len", "off"], "formats": ["<i8", "<i4", "<i4", "<i8"],
                  "offsets": [0, 8, 12, 16], "itemsize": 24})
-SIDE_FIELDS = (*INT_ARGS, "pid", "tid", "ts", "dur")  # Side.field codes (A_*, S_PID, S_TID, S_TS, S_DUR)
+SIDE_FIELDS = (*INT_ARGS, "pid", "tid", "ts", "dur", "input_dims", "input_type")
+"""Side.field codes (A_*, S_PID, S_TID, S_TS, S_DUR, S_DIMS, S_TYPES). The last two are not
+irregular values but the raw text of record_shapes' args, which only the copy ops need."""
 # The Python path's field types (kineto_columns.EventArgs / Event) and tolerant conversions.
 _ID_VALUE = msgspec.json.Decoder(IntLike)
 _TIME_VALUE = msgspec.json.Decoder(TimeLike)
@@ -83,7 +87,10 @@ def scan_columns(data: bytes | memoryview) -> ChunkResult | str:
     kind = kind_all[keep]
     cols = {f: np.ascontiguousarray(kept["ints"][:, i]) for i, f in enumerate(INT_ARGS) if f != "rank"}
     cols.update(pid=kept["pid"], tid=kept["tid"], ts=kept["ts"], dur=kept["dur"])
-    _redo_irregular(cols, side_rows[side_rows["field"] != _RANK_FIELD], keep, data)
+    shapes = (side_rows["field"] == _DIMS_FIELD) | (side_rows["field"] == _TYPES_FIELD)
+    _redo_irregular(cols, side_rows[(side_rows["field"] != _RANK_FIELD) & ~shapes], keep, data)
+    if shapes.any():
+        res.shapes = _copy_op_shapes(side_rows[shapes], keep, kind_all == CPU_OP, cols, data)
     return assemble(res, Kept(
         kind=kind, on_gpu=gpu_all[keep], codes=kept["name"], names=names, ts=cols.pop("ts"), dur=cols.pop("dur"),
         pid=cols.pop("pid"), tid=cols.pop("tid"), ints=cols,
@@ -91,6 +98,32 @@ def scan_columns(data: bytes | memoryview) -> ChunkResult | str:
 
 
 _RANK_FIELD = INT_ARGS.index("rank")
+_DIMS_FIELD = SIDE_FIELDS.index("input_dims")
+_TYPES_FIELD = SIDE_FIELDS.index("input_type")
+_ANY_VALUE = msgspec.json.Decoder()
+
+
+def _copy_op_shapes(side: np.ndarray, keep: np.ndarray, cpu_op: np.ndarray, cols: dict[str, np.ndarray],
+                    data: bytes | memoryview) -> dict[int, str]:
+    """The recorded shapes of the kept host copy ops by External id, from the raw args text the
+    scanner noted (as the Python path's ``columns._copy_op_shapes`` reads them)."""
+    mine = side[keep[side["row"]] & cpu_op[side["row"]]]
+    if not len(mine):
+        return {}
+    position = np.cumsum(keep) - 1
+    view = memoryview(data)
+    raw: dict[int, dict[int, Any]] = {}
+    for row, field, off, n in zip(mine["row"].tolist(), mine["field"].tolist(), mine["off"].tolist(),
+                                  mine["len"].tolist()):
+        raw.setdefault(int(position[row]), {})[field] = _ANY_VALUE.decode(view[off:off + n])
+    out: dict[int, str] = {}
+    for at, values in raw.items():
+        text = shape_text(values.get(_DIMS_FIELD), values.get(_TYPES_FIELD))
+        ext = int(cols["external_id"][at])
+        ext = ext if ext >= 0 else int(cols["external_id_legacy"][at])
+        if text and ext >= 0:
+            out[ext] = text
+    return out
 _PID_FIELD = SIDE_FIELDS.index("pid")
 
 
@@ -154,7 +187,7 @@ def decode_columns(data: bytes | memoryview) -> ChunkResult:
     Raises msgspec.DecodeError when the chunk is not JSON (from the Python path, whose
     messages and salvage rules the readers rely on)."""
     if _NATIVE:
-        res = scan_columns(data)
+        res = scan_columns(data)  # declines chunks with recorded shapes: only the Python path reads them
         if not isinstance(res, str):
             return res
     return decode_chunk(data)

@@ -120,6 +120,7 @@ class _Accumulator:
         self.other = self.bad = self.graph_launches = 0
         self.odd = np.zeros(len(ODD_FIELDS), dtype=np.int64)
         self.rank_counts: dict[int, np.ndarray] = {}  # merged multi-rank files: kind counts per rank key
+        self.shapes: dict[int, str] = {}  # host copy ops' recorded shapes by External id
         self.rows = 0
         self._dir_rows: list[np.ndarray] = []  # memcpy rows (table positions) and their directions
         self._dirs: list[np.ndarray] = []
@@ -143,6 +144,7 @@ class _Accumulator:
         self.odd += res.odd
         for key, counts in res.rank_counts.items():
             self.rank_counts[key] = self.rank_counts.get(key, 0) + counts
+        self.shapes.update(res.shapes)
         self.rows += n
 
     def kind_counts(self) -> dict[str, int]:
@@ -305,6 +307,7 @@ def _meta(path: str, header: dict[str, Any], cols: _Accumulator) -> TraceMeta:
     meta.metadata = keep
     meta.kind_counts = counts
     meta.graph_launches = cols.graph_launches
+    meta.op_shapes = {str(ext): text for ext, text in sorted(cols.shapes.items())}
     if cols.bad:
         meta.warnings.append(f"{cols.bad} events had unreadable timestamps and were skipped")
     odd = odd_fields_note(cols.odd)

@@ -56,6 +56,8 @@ static int read_args(Cur *c, Row *r, Tables *t) {
         else if (KEY("grid")) bit = N_INTS;
         else if (KEY("block")) bit = N_INTS + 1;
         else if (KEY("kind")) bit = N_INTS + 2;
+        else if (KEY("Input Dims")) bit = N_INTS + 3;
+        else if (KEY("Input type")) bit = N_INTS + 4;
         if (slot >= 0) bit = slot;
         if (bit >= 0) {
             if (seen & (1u << bit)) DECLINE(c, "duplicate args key");
@@ -83,6 +85,8 @@ static int read_args(Cur *c, Row *r, Tables *t) {
             } else if (ch == '[' || ch == '{' || ch == 't' || ch == 'f') {
                 if (skip_odd(c, t, O_KIND) < 0) return -1;
             } else DECLINE(c, "args.kind of an unexpected type");
+        } else if (bit == N_INTS + 3 || bit == N_INTS + 4) {
+            if (note_raw(c, t, bit == N_INTS + 3 ? S_DIMS : S_TYPES) < 0) return -1;
         } else if (skip_value(c, 2) < 0) return -1;
         int more = next_member(c);
         if (more < 0) return -1;

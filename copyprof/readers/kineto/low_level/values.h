@@ -33,11 +33,11 @@ typedef struct {
  * on that column, so the column is exactly what that path gives. */
 typedef struct {
     int64_t row;    /* index among the chunk's complete events */
-    int32_t field;  /* A_* for args ids, then S_PID, S_TID, S_TS, S_DUR */
+    int32_t field;  /* A_* for args ids, then S_PID, S_TID, S_TS, S_DUR; S_DIMS, S_TYPES: raw text */
     int32_t len;
     int64_t off;    /* byte offset of the value's JSON text */
 } Side;
-enum { S_PID = N_INTS, S_TID, S_TS, S_DUR };
+enum { S_PID = N_INTS, S_TID, S_TS, S_DUR, S_DIMS, S_TYPES };
 
 
 /* Fields whose value may be of a type the reader cannot use: the value is ignored (the field
@@ -225,3 +225,20 @@ static int read_dims(Cur *c, Tables *t, int code, int64_t dims[3]) {
 
 
 #endif
+
+/* The raw JSON text of a value the Python side reads itself (args "Input Dims" / "Input type"
+ * of record_shapes traces): skipped here, its offset and length noted in the side table. */
+static int note_raw(Cur *c, Tables *t, int field) {
+    const unsigned char *start = c->p;
+    if (skip_value(c, 2) < 0) return -1;
+    if (c->p - start > INT32_MAX) DECLINE(c, "value too long");
+    if (t->n_side == t->cap_side) {
+        Py_ssize_t cap = t->cap_side ? t->cap_side * 2 : 256;
+        Side *grown = PyMem_Realloc(t->side, (size_t)cap * sizeof(Side));
+        if (!grown) DECLINE(c, "out of memory");
+        t->side = grown; t->cap_side = cap;
+    }
+    Side e = {t->row, field, (int32_t)(c->p - start), start - c->base};
+    t->side[t->n_side++] = e;
+    return 0;
+}
