@@ -16,7 +16,7 @@ import json
 import pytest
 
 from tests.conftest import run_cli
-from tests.synth.graph_replay import GraphTrace, drop_all, drop_one_in_eight, drop_graph_kernels
+from tests.synth.graph_replay import COPY, GraphTrace, drop_all, drop_graph_kernels, drop_one_in_eight
 from tests.synth.kimi import C16, write_kineto
 
 WORDING = ("GPU work under graph launches is missing from this trace (known ROCTracer defect, ROCm < 7.2.2 or a "
@@ -157,3 +157,34 @@ def test_best_passes_over_a_step_period_that_measures_the_profiler():
     assert best(measures).name == "step period"  # the finest resolution, as before
     assert best(measures, frozenset({"step period"})).name == "GPU span"
     assert best([m("step period", 0.01)], frozenset({"step period"})).name == "step period"  # nothing else measured
+
+
+@pytest.mark.parametrize("name, cls", [
+    ("__amd_rocclr_copyBufferBatch.kd", "d2d"),  # rocm-systems blitcl.cpp (hipMemcpyBatchAsync D2D)
+    ("__amd_rocclr_copyBufferBatch", "d2d"),  # rocprofv3 CSV formats names without .kd
+    ("__amd_rocclr_copyBufferBatchIndirect.kd", "d2d"),  # rocm-systems#10118 (unverified in source)
+    ("__amd_copyBufferBatch", "d2d"),  # llvm-project#2556 (device-library name)
+    ("__amd_rocclr_copyBufferAligned.kd", "d2d"),
+    ("__amd_rocclr_copyBufferBatchX", ""),  # no prefix matches: nothing counted by accident
+    ("__amd_rocclr_fillBufferAligned.kd", "memset"),
+])
+def test_rocm_copy_kernels_are_classified(name, cls):
+    from copyprof.taxonomy.copies import kernel_copy_class
+    assert kernel_copy_class(name) == cls
+
+
+@pytest.mark.parametrize("copy_name, memcpy_form", [("__amd_rocclr_copyBufferBatch.kd", False),
+                                                    ("__amd_rocclr_copyBufferBatchIndirect.kd", False),
+                                                    ("__amd_copyBufferBatch", False),
+                                                    (COPY, True)])
+def test_new_copy_kernels_and_the_gpu_memcpy_form_are_counted(tmp_path, copy_name, memcpy_form):
+    """Each of the 8 copies per replay as a batch blit kernel, or as rocprofiler-sdk kineto's
+    ``cat: gpu_memcpy`` ``Memcpy DtoD (Device -> Device)`` record; graph replays that lost
+    every fifth op stay a lower bound whatever the copy's form."""
+    g = GraphTrace(copy_name=copy_name, memcpy_form=memcpy_form)
+    run = run_json(g.write(tmp_path / "t.json.gz"))["runs"][0]
+    assert run["per_step"]["copies"] == 8 and run["completeness"]["status"] == "complete"
+    assert run["sites"][0]["bytes_src"] in ("event", "none")  # a batch blit's grid says nothing of its size
+    lost = GraphTrace(copy_name=copy_name, memcpy_form=memcpy_form, drop=lambda r, i: r % 2 and i % 5 == 4)
+    out = run_json(lost.write(tmp_path / "lost.json.gz"))
+    assert out["runs"][0]["completeness"]["status"] == "lower-bound" and "LOWER BOUND" in out["headline"]
