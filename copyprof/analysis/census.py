@@ -54,6 +54,8 @@ class Census:
     notes: list[str] = field(default_factory=list)
     layers: pd.DataFrame | None = None  # with keep_layers: step, layer (1-indexed), kind, start_ns, end_ns
     op_rows: np.ndarray | None = None  # table positions of the counted steps' GPU ops, in (step, start) order
+    op_steps: np.ndarray | None = None  # the counted steps with ops (ascending) and each one's first position
+    op_first: np.ndarray | None = None  # in op_rows
 
 
 def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, *,
@@ -89,7 +91,8 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     ps = pd.DataFrame(per_step)
     if not ps.empty:
         ps = ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left")
-    census = Census(copies=copies, per_step=ps, kinds=kinds, op_rows=ops.o_row)
+    census = Census(copies=copies, per_step=ps, kinds=kinds, op_rows=ops.o_row, op_steps=ops.step_ids,
+                    op_first=ops.op_first)
     if keep_layers and layout is not None:
         census.layers = _layer_spans(events, ops, op_bounds, maps, layout)
     census.attribution = summarise_attribution(verdicts, layout, list(maps.values()), anchors)

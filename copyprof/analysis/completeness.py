@@ -9,7 +9,8 @@ undercounts copies silently — the number a reviewer acts on. Each graph launch
 therefore compared with what the same graph ran elsewhere:
 
 * **no GPU work**: a launch whose correlation id no GPU op carries (the last launch of the
-  trace is spared when no GPU op starts after it: the profile window may have closed first);
+  trace is spared when no GPU op starts after it: the profile window may have closed first;
+  likewise a short last launch whose ops are the trace's last GPU work);
 * **graph nodes**: where ops carry graph / node ids, a launch that shows fewer distinct nodes
   than its graph shows over all launches;
 * **replays**: launches at the same place (k-th of n) in annotated steps of the same token
@@ -78,6 +79,10 @@ def check_completeness(events: pd.DataFrame, steps: Steps, launches: GraphLaunch
     _by_capture(events, launches, short, missing, checks)
     eager_steps, eager_missing = _by_eager_steps(launches, steps, checks)
     short &= ~empty
+    if short[-1] and launches.final_ops_last_start_ns >= launches.last_gpu_start_ns:
+        short[-1] = False  # the trace ends inside the last replay: the window may have closed during it
+        missing[-1] = 0
+        checks.append("the last launch is not counted as short: the trace ends inside its replay")
     flagged_steps = set(launches.step[short & (launches.step >= 0)].tolist()) | eager_steps
     lost = bool(empty.any() or short.any() or eager_steps)
     out = Completeness(

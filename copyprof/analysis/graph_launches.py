@@ -48,6 +48,7 @@ class GraphLaunches:
     nodes_seen: np.ndarray
     names: list[str]
     last_gpu_start_ns: int = -1  # the latest start of any GPU op of the trace (-1: none)
+    final_ops_last_start_ns: int = -1  # the latest start among the last launch's own ops (-1: none)
 
     def __len__(self) -> int:
         return len(self.row)
@@ -75,20 +76,21 @@ def graph_launches(events: pd.DataFrame, steps: Steps | None = None) -> GraphLau
     graph_id = np.full(n, -1, dtype=np.int64)
     seen = np.zeros(n, dtype=np.int64)
     expected = np.full(n, -1, dtype=np.int64)
-    last = -1
+    last = final = -1
     if n:
-        last = _count_ops(events, corr, steps, n_ops, step, graph_id, seen, expected)
+        last, final = _count_ops(events, corr, steps, n_ops, step, graph_id, seen, expected)
     return GraphLaunches(row=rows, corr=corr, start_ns=start[rows].astype(np.int64),
                          dur_ns=events["dur_ns"].to_numpy()[rows].astype(np.int64),
                          thread=events["stream"].to_numpy()[rows].astype(np.int64), n_ops=n_ops, step=step,
                          graph_id=graph_id, nodes_expected=expected, nodes_seen=seen,
-                         names=name_array(events.iloc[rows]).tolist() if n else [], last_gpu_start_ns=last)
+                         names=name_array(events.iloc[rows]).tolist() if n else [], last_gpu_start_ns=last,
+                         final_ops_last_start_ns=final)
 
 
 def _count_ops(events: pd.DataFrame, corr: np.ndarray, steps: Steps | None, n_ops: np.ndarray, step: np.ndarray,
-               graph_id: np.ndarray, seen: np.ndarray, expected: np.ndarray) -> int:
-    """Fill the per-launch figures from the GPU ops carrying a launch's correlation id,
-    a block of rows at a time; return the latest start of any GPU op (-1: none)."""
+               graph_id: np.ndarray, seen: np.ndarray, expected: np.ndarray) -> tuple[int, int]:
+    """Fill the per-launch figures from the GPU ops carrying a launch's correlation id, a block
+    of rows at a time; return the latest start of any GPU op and of the last launch's ops (-1: none)."""
     order = np.argsort(corr, kind="stable")
     keys = corr[order]
     kind = events["kind"]
@@ -101,7 +103,8 @@ def _count_ops(events: pd.DataFrame, corr: np.ndarray, steps: Steps | None, n_op
     with_nodes = bool(len(gid_all)) and int(gid_all.max()) > 0  # CUPTI writes graph id 0 outside a graph
     step_of = steps.step_of if steps is not None else None
     start_all = events["start_ns"].to_numpy()
-    last = -1
+    last = final = -1
+    final_launch = int(np.argmax(order == len(corr) - 1))  # the last launch's place in the sorted keys
     pairs: list[np.ndarray] = []  # (launch, graph id, node id) of ops that carry a node id
     for lo in range(0, len(corr_all), ROWS_PER_PASS):
         block = slice(lo, lo + ROWS_PER_PASS)
@@ -115,6 +118,9 @@ def _count_ops(events: pd.DataFrame, corr: np.ndarray, steps: Steps | None, n_op
         launch = order[at[hit]]
         rows = gpu[hit]
         n_ops += np.bincount(launch, minlength=len(n_ops))
+        mine = at[hit] == final_launch
+        if mine.any():
+            final = max(final, int(start_all[rows[mine]].max()))
         if step_of is not None:
             s = step_of[rows]
             fresh = (step[launch] < 0) & (s >= 0)
@@ -126,7 +132,7 @@ def _count_ops(events: pd.DataFrame, corr: np.ndarray, steps: Steps | None, n_op
             pairs.append(np.stack([launch[has], gid[has], node[has]], axis=1))
     if pairs:
         _nodes(np.concatenate(pairs), graph_id, seen, expected)
-    return last
+    return last, final
 
 
 def _nodes(pairs: np.ndarray, graph_id: np.ndarray, seen: np.ndarray, expected: np.ndarray) -> None:

@@ -10,8 +10,9 @@ A long launch call alone proves nothing: when the host runs ahead, a launch can 
 queue has room while the GPU is busy. What matters is GPU time lost *inside* the calls: per
 counted step, the idle time
 of the GPU during the step's graph-launch calls, within the window from the first call (or the
-step's first GPU op) to the step's last GPU op. The GPU's busy time is the union of the counted
-steps' GPU ops (work outside the counted steps is not looked at). When that idle time is at
+step's first GPU op) to the step's last GPU op. The GPU's busy time is the union of the GPU ops
+of that step and the two before it (StepBusy; work outside the counted steps is not looked at).
+When that idle time is at
 least ``LAUNCH_BOUND_SHARE`` of the step period (median over steps), the launches are said to
 hold up the GPU and the A/B does not pick the step period as its best measure.
 
@@ -26,6 +27,7 @@ import pandas as pd
 
 from copyprof.analysis.graph_launches import GraphLaunches
 from copyprof.analysis.results import LaunchOverhead, known
+from copyprof.analysis.step_rows import ROWS_PER_PASS
 
 # Healthy graph replay leaves the GPU idle ~3 % of a step (ROCm/ATOM#432: 97 % occupancy; the two
 # MI300X roctracer samples here lose 2.9 % inside their hipGraphLaunch). A tenth of the step lost
@@ -64,10 +66,46 @@ def busy_between(timeline: tuple[np.ndarray, np.ndarray, np.ndarray], a: np.ndar
     return np.where(b > a, upto(b) - upto(a), 0)
 
 
-def launch_overhead(launches: GraphLaunches, table: pd.DataFrame,
-                    timeline: tuple[np.ndarray, np.ndarray, np.ndarray]) -> LaunchOverhead | None:
+LOOK_BACK_STEPS = 2  # a window's busy time counts its step's ops and those of the steps before it
+
+
+class StepBusy:
+    """The GPU's busy time within windows of the counted steps, a few steps at a time.
+
+    Why not one timeline of every op: on a 1 GB trace that is ~1 M intervals and ~60 MB of
+    temporaries (measured); a window only meets the ops of its own step and, when the host runs
+    ahead, of the steps just before it (``LOOK_BACK_STEPS``), so each chunk of steps builds its
+    own small timeline. ``rows``: the counted steps' ops in (step, start) order; ``first``: each
+    step's first position in ``rows``; ``step_ids``: the steps, ascending."""
+
+    def __init__(self, start: np.ndarray, dur: np.ndarray, rows: np.ndarray, step_ids: np.ndarray,
+                 first: np.ndarray) -> None:
+        self.start, self.dur, self.rows = start, dur, rows
+        self.step_ids = np.asarray(step_ids, dtype=np.int64)
+        self.bounds = np.append(np.asarray(first, dtype=np.int64), len(rows))
+
+    def between(self, step: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Busy time within [a, b) of windows that belong to ``step`` (ids of counted steps)."""
+        k = np.searchsorted(self.step_ids, step)
+        out = np.zeros(len(a), dtype=np.int64)
+        k0 = 0
+        while k0 < len(self.step_ids):
+            k1 = int(np.searchsorted(self.bounds, self.bounds[k0] + ROWS_PER_PASS, side="right")) - 1
+            k1 = min(max(k1, k0 + 1), len(self.step_ids))
+            mine = (k >= k0) & (k < k1)
+            if mine.any():
+                lo, hi = int(self.bounds[max(k0 - LOOK_BACK_STEPS, 0)]), int(self.bounds[k1])
+                part = self.rows[lo:hi]
+                start = self.start[part].astype(np.int64)
+                timeline = busy_timeline(start, start + self.dur[part])
+                out[mine] = busy_between(timeline, a[mine], b[mine])
+            k0 = k1
+        return out
+
+
+def launch_overhead(launches: GraphLaunches, table: pd.DataFrame, busy: StepBusy) -> LaunchOverhead | None:
     """The overhead record over the counted steps in ``table`` (step, start_ns, end_ns,
-    period_ns), with ``timeline`` the GPU's busy time (``busy_timeline`` of their ops)."""
+    period_ns), with ``busy`` the GPU's busy time in their windows."""
     if not len(launches):
         return None
     counted = np.isin(launches.step, table["step"].to_numpy())
@@ -78,7 +116,7 @@ def launch_overhead(launches: GraphLaunches, table: pd.DataFrame,
         per_step_ms=None, gpu_idle_in_launch_ms=None, share_of_step=None, gpu_busy_share=None)
     if not counted.any():
         return out
-    per = _per_step(launches, counted, table, timeline)
+    per = _per_step(launches, counted, table, busy)
     out.launches_per_step = float(per["launches"].median())
     out.per_step_ms = known(per["call_ns"].median() / 1e6)
     out.gpu_idle_in_launch_ms = known(per["idle_ns"].median() / 1e6)
@@ -90,8 +128,7 @@ def launch_overhead(launches: GraphLaunches, table: pd.DataFrame,
     return out
 
 
-def _per_step(launches: GraphLaunches, counted: np.ndarray, table: pd.DataFrame,
-              timeline: tuple[np.ndarray, np.ndarray, np.ndarray]) -> pd.DataFrame:
+def _per_step(launches: GraphLaunches, counted: np.ndarray, table: pd.DataFrame, busy: StepBusy) -> pd.DataFrame:
     idx = np.flatnonzero(counted)
     steps = table.set_index("step")
     step = launches.step[idx]
@@ -102,16 +139,16 @@ def _per_step(launches: GraphLaunches, counted: np.ndarray, table: pd.DataFrame,
     calls["lo"] = np.minimum(calls.groupby("step")["start"].transform("min"), calls["lo_step"])
     a = np.maximum(calls["start"].to_numpy(), calls["lo"].to_numpy())
     b = np.minimum(calls["end"].to_numpy(), calls["hi"].to_numpy())
-    calls["idle"] = np.where(b > a, (b - a) - busy_between(timeline, a, b), 0)
+    calls["idle"] = np.where(b > a, (b - a) - busy.between(calls["step"].to_numpy(), a, b), 0)
     per = calls.groupby("step").agg(launches=("dur", "size"), call_ns=("dur", "sum"), idle_ns=("idle", "sum"),
                                     lo=("lo", "min"), hi=("hi", "max"))
     period = steps.loc[per.index, "period_ns"].astype(float)
     window = (per["hi"] - per["lo"]).astype(float)
     span = period.where(period.notna() & (period > 0), window)
     start = steps.loc[per.index, "start_ns"].to_numpy(dtype=np.int64)
-    busy = busy_between(timeline, start, start + span.fillna(0).to_numpy(dtype=np.int64))
+    in_step = busy.between(per.index.to_numpy(), start, start + span.fillna(0).to_numpy(dtype=np.int64))
     per["share"] = (per["idle_ns"] / span).where(span > 0)
-    per["busy"] = (pd.Series(busy, index=per.index) / span).where(span > 0)
+    per["busy"] = (pd.Series(in_step, index=per.index) / span).where(span > 0)
     per["period_ns"] = span
     return per
 

@@ -13,7 +13,7 @@ import pandas as pd
 from copyprof.analysis.census import Census, take_census
 from copyprof.analysis.completeness import check_completeness, is_rocm_trace
 from copyprof.analysis.graph_launches import graph_launches
-from copyprof.analysis.launch_overhead import busy_timeline, launch_overhead
+from copyprof.analysis.launch_overhead import StepBusy, launch_overhead
 from copyprof.analysis.results import BySource, Completeness, LaunchOverhead, PerStep, RankAgreement, Timeline, known
 from copyprof.analysis.sources import copy_sources
 from copyprof.analysis.steps import Steps, segment
@@ -44,10 +44,9 @@ def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = Fal
         ra.completeness = check_completeness(ev, steps, launches, rocm=is_rocm_trace(trace.meta.format,
                                                                                       trace.meta.flavour, launches))
         if len(launches) and census.op_rows is not None:
-            rows = census.op_rows
-            start = ev["start_ns"].to_numpy()[rows]
-            timeline = busy_timeline(start, start + ev["dur_ns"].to_numpy()[rows])
-            ra.overhead = launch_overhead(launches, steps.table if all_steps else steps.decode, timeline)
+            busy = StepBusy(ev["start_ns"].to_numpy(), ev["dur_ns"].to_numpy(), census.op_rows, census.op_steps,
+                            census.op_first)
+            ra.overhead = launch_overhead(launches, steps.table if all_steps else steps.decode, busy)
     return ra
 
 

@@ -2,8 +2,8 @@
 
 One decode step = a vLLM step annotation, an eager input-preparation kernel, one
 ``hipGraphLaunch`` and the graph's kernels (every fifth one a ``__amd_rocclr_copyBuffer.kd``
-copy), run after the launch returns; the host waits for the GPU before the next step (vLLM
-samples on the host). Knobs reproduce what was reported:
+copy), run after the launch returns; then a sampler kernel outside the step's range, and the
+host waits for the GPU before the next step. Knobs reproduce what was reported:
 
 * ``drop``: which graph kernels the profiler lost (ROCTracer, ROCm/ROCm#6102): all of them
   (AMD-AGI/Hyperloom#747: ``hipGraphLaunch`` and zero kernels), some (sgl-project/sglang#35390:
@@ -125,7 +125,11 @@ class GraphTrace:
                 cpu_end = cpu_t
             ev.append({"ph": "X", "cat": "user_annotation", "name": label, "pid": pid, "tid": tid, "ts": start,
                        "dur": cpu_end - start + 1})
-            t = gpu_t + 60.0  # the host samples after the GPU finished, then starts the next step
+            corr += 1  # the sampler: launched after the step's range, once the GPU finished (as vLLM samples)
+            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": pid, "tid": tid,
+                       "ts": gpu_t + 2, "dur": 4.0, "args": {"correlation": corr}})
+            ev.append(self._gpu("sampler_argmax_kernel", gpu_t + 10, corr, "Dispatch Kernel", -1, False))
+            t = gpu_t + 60.0  # then the host starts the next step
         version_key = "rocprofiler-sdk_version" if self.flavour == "rocprofiler-sdk" else "roctracer_version"
         return {"schemaVersion": 1, version_key: "1.0.0",
                 "deviceProperties": [{"id": 0, "name": "AMD Instinct MI355X", "warpSize": 64, "numSms": 256,
