@@ -125,9 +125,15 @@ def test_inflated_graph_launches_make_step_periods_measure_the_profiler(tmp_path
     """A 300 µs hipGraphLaunch (ATOM#432's regression) while the GPU waits: per step the GPU
     idles 300 − 6 µs inside the call (the input-preparation kernel runs for 6 µs of it) of a
     732 µs period (launch at +10, 40 graph kernels of 9 µs from +312, 60 µs of host after)."""
-    out = run_json(GraphTrace(launch_us=300.0).write(tmp_path / "slow.json.gz"))["runs"][0]["launch_overhead"]
+    path = GraphTrace(launch_us=300.0).write(tmp_path / "slow.json.gz")
+    out = run_json(path)["runs"][0]["launch_overhead"]
     assert out["launch_bound"] is True and out["call_median_ms"] == pytest.approx(0.300)
     assert out["gpu_idle_in_launch_ms"] == pytest.approx(0.294) and out["share_of_step"] == pytest.approx(294 / 732)
+    said = "graph-launch calls hold up the GPU: it idles 0.294 ms of a 0.732 ms step (40%"
+    assert said in report(path, fmt="table") and f"- warning: {said}" in report(path, fmt="markdown")
+    rows = {(r["section"], r["name"]): r["value"] for r in csv.DictReader(io.StringIO(report(path, fmt="csv")))}
+    assert rows[("launch_overhead", "launch_bound")] == "true"
+    assert float(rows[("launch_overhead", "share_of_step")]) == pytest.approx(100 * 294 / 732)
     healthy = run_json(GraphTrace(launch_us=20.0).write(tmp_path / "ok.json.gz"))["runs"][0]
     assert healthy["launch_overhead"]["launch_bound"] is False  # 14 of 452 µs: 3 %
     assert healthy["launch_overhead"]["share_of_step"] == pytest.approx(14 / 452)
@@ -203,3 +209,21 @@ def test_a_window_that_closes_inside_the_last_replay_is_not_lost_work(tmp_path):
     c = run_json(path)["runs"][0]["completeness"]
     assert c["status"] == "complete" and c["launches_short"] == 0
     assert "the last launch is not counted as short: the trace ends inside its replay" in c["checks"]
+
+
+def test_a_rank_that_lost_graph_work_makes_the_run_a_lower_bound(tmp_path):
+    """Rank 0 (the headline rank) kept its graph kernels, rank 1 lost all of them: the run is
+    a lower bound, the warning names rank 1, and its per-rank counts read as floors."""
+    run_dir = tmp_path / "tp2"
+    run_dir.mkdir()
+    for rank, drop in ((0, None), (1, drop_all)):
+        doc = (GraphTrace(drop=drop) if drop else GraphTrace()).build()
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+        (run_dir / f"rank{rank}.123.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    out = run_json(run_dir)
+    run = out["runs"][0]
+    assert run["ranks"] == [0, 1] and run["completeness"]["status"] == "lower-bound"
+    assert run["per_step"]["lower_bound"] is False and run["by_rank"]["1"]["lower_bound"] is True
+    assert any(w.startswith(f"rank 1: {WORDING}") for w in run["warnings"])
+    assert "LOWER BOUND" in out["headline"]
+    assert "≥ 0" in report(run_dir, "--by-rank", fmt="table")

@@ -51,7 +51,10 @@ _BEGIN = re.compile(r"^(hip|cuda|cu)StreamBeginCapture")
 _END = re.compile(r"^(hip|cuda|cu)StreamEndCapture")
 # Calls that put a node into a graph being captured (kernel, memcpy and memset nodes; each
 # replays as one GPU op). Event record/wait and host nodes run no GPU op and are not counted.
-_NODE_CALL = re.compile(r"^(hip|cuda|cu)(\w*LaunchKernel\w*|Memcpy\w*Async\w*|Memset\w*Async\w*)$")
+# Names as roctracer and rocprofiler-sdk write HIP API rows (TraceLens's ROCm capture traces show
+# hipStreamBeginCapture ... hipGraphInstantiateWithFlags); kineto's CUPTI path traces only the
+# runtime callbacks it registers (CuptiCbidRegistry.cpp), so CUDA traces may hold no capture.
+_NODE_CALL = re.compile(r"^(hip|cuda|cu)(\w*LaunchKernel\w*|Memcpy\w*Async\w*|MemcpyWithStream|Memset\w*Async\w*)$")
 
 
 def lower_bound_wording(rocm: bool) -> str:

@@ -70,8 +70,9 @@ def _sum(a: float | None, b: float | None) -> float | None:
 
 def sites_table(run: RunReport) -> TableData:
     with_source = any(s.source for s in run.sites)
-    t = TableData("sites", "Copy sites", ["site", "bytes", "per step", "µs/copy", "ms/step", "GB/s", "bound", "where",
-                                          *(["source"] if with_source else [])])
+    title = "Copy sites" + (" — LOWER BOUND: per-step counts are at least these" if run.lower_bound else "")
+    t = TableData("sites", title, ["site", "bytes", "per step", "µs/copy", "ms/step", "GB/s", "bound", "where",
+                                   *(["source"] if with_source else [])])
     for s in run.sites:
         size = f"≤{s.bytes:,}" if s.bytes_src == "grid-bound" else (f"{s.bytes:,}" if s.bytes >= 0 else "?")
         if s.bytes_src == "layout":
@@ -132,8 +133,9 @@ def by_rank_table(run: RunReport) -> TableData:
     t = TableData("by_rank", "Per rank (medians)", ["rank", "tokens", "period ms", "copies",
                                                     *(f"post-proj {kind_label(k)}" for k in kinds), "post-proj ms"])
     for rank, ps in sorted(run.by_rank.items(), key=lambda kv: int(kv[0])):
-        t.rows.append([rank, ps.tokens if ps.tokens is not None else "–", fmt_ms(ps.period_ms), ps.copies,
-                       *(ps.post_proj.get(k, 0) for k in kinds), fmt_ms(ps.post_proj_ms["total"])])
+        floor = "≥ " if ps.lower_bound else ""  # that rank's trace lost graph work: its counts are floors
+        t.rows.append([rank, ps.tokens if ps.tokens is not None else "–", fmt_ms(ps.period_ms), f"{floor}{ps.copies}",
+                       *(f"{floor}{ps.post_proj.get(k, 0)}" for k in kinds), fmt_ms(ps.post_proj_ms["total"])])
     t.note = run.rank_agreement.message
     return t
 
