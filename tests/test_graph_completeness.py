@@ -16,7 +16,6 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
 from tests.synth.graph_replay import COPY, GraphTrace, drop_all, drop_graph_kernels, drop_one_in_eight
 from tests.synth.kimi import C16, write_kineto
 
@@ -24,10 +23,17 @@ WORDING = ("GPU work under graph launches is missing from this trace (known ROCT
            "torch wheel vendoring it): copy counts are a lower bound")
 
 
-def report(path, *args: str, fmt: str = "json") -> str:
-    proc = run_cli("report", str(path), *args, "--format", fmt, "--no-cache")
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+def report(*paths_and_args, fmt: str = "json") -> str:
+    """``copyprof report ... --format FMT --no-cache`` through the CLI, in this process (click's
+    runner: the command a user types, without an interpreter start per call)."""
+    from click.testing import CliRunner
+
+    from copyprof.cli.main import _register_commands, cli
+
+    _register_commands()
+    res = CliRunner().invoke(cli, ["report", *map(str, paths_and_args), "--format", fmt, "--no-cache"])
+    assert res.exit_code == 0, res.output
+    return res.stdout
 
 
 def run_json(path, *args: str) -> dict:
@@ -143,7 +149,7 @@ def test_inflated_graph_launches_make_step_periods_measure_the_profiler(tmp_path
 def test_an_ab_of_launch_bound_arms_does_not_rest_on_the_step_period(tmp_path):
     base = GraphTrace(launch_us=300.0).write(tmp_path / "base.json.gz")
     cand = GraphTrace(launch_us=300.0, copies=False).write(tmp_path / "cand.json.gz")
-    out = json.loads(run_cli("report", str(base), str(cand), "--format", "json", "--no-cache", check=True).stdout)
+    out = json.loads(report(base, cand))
     cmp = out["comparison"]
     assert cmp["best_measure"] != "step period"
     period = next(m for m in cmp["measures"] if m["name"] == "step period")
@@ -227,3 +233,14 @@ def test_a_rank_that_lost_graph_work_makes_the_run_a_lower_bound(tmp_path):
     assert any(w.startswith(f"rank 1: {WORDING}") for w in run["warnings"])
     assert "LOWER BOUND" in out["headline"]
     assert "≥ 0" in report(run_dir, "--by-rank", fmt="table")
+
+
+def test_an_ab_names_the_arm_whose_counts_are_floors(tmp_path):
+    """A candidate whose trace lost graph kernels may seem to have removed copies it only lost."""
+    base = GraphTrace().write(tmp_path / "base.json.gz")
+    cand = GraphTrace(drop=lambda replay, index: index < replay).write(tmp_path / "cand.json.gz")
+    out = json.loads(report(base, cand, "--labels", "main,pr"))
+    assert out["comparison"]["lower_bound_runs"] == [1]
+    assert "LOWER BOUND: GPU work under graph launches is missing from pr's trace" in out["headline"]
+    table = report(base, cand, "--labels", "main,pr", fmt="table")
+    assert "pr: LOWER BOUND: GPU work under graph launches is missing from its trace" in table
