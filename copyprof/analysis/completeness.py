@@ -37,7 +37,6 @@ import pandas as pd
 from copyprof.analysis.graph_launches import GraphLaunches
 from copyprof.analysis.results import Completeness
 from copyprof.analysis.steps import Steps
-from copyprof.events import name_array
 
 # A graph step with less than this share of an eager step's GPU ops (same run, same tokens) is
 # short. Chosen, not measured: eager and graph replay of one model run the same kernels, but
@@ -192,27 +191,29 @@ def _by_capture(events: pd.DataFrame, launches: GraphLaunches, short: np.ndarray
 
 
 def graph_captures(events: pd.DataFrame) -> list[tuple[int, int]]:
-    """(end time, node-making calls) of each stream capture in the trace, paired per thread."""
-    rt = events[(events["kind"] == "runtime").to_numpy()]
-    if rt.empty:
+    """(end time, node-making calls) of each stream capture in the trace, paired per thread.
+    Names are matched once per distinct name; rows are gathered only when a capture exists."""
+    names = [str(n) for n in events["name"].cat.categories]
+    begin_codes = [i for i, n in enumerate(names) if _BEGIN.match(n)]
+    if not begin_codes:
         return []
-    names = name_array(rt)
-    begin = np.fromiter((bool(_BEGIN.match(n)) for n in names), dtype=bool, count=len(names))
-    if not begin.any():
-        return []
-    end = np.fromiter((bool(_END.match(n)) for n in names), dtype=bool, count=len(names))
-    node = np.fromiter((bool(_NODE_CALL.match(n)) for n in names), dtype=bool, count=len(names))
-    start = rt["start_ns"].to_numpy()
-    thread = rt["stream"].to_numpy()
+    end_codes = [i for i, n in enumerate(names) if _END.match(n)]
+    node_codes = [i for i, n in enumerate(names) if _NODE_CALL.match(n)]
+    codes = events["name"].cat.codes.to_numpy()
+    rows = np.flatnonzero((events["kind"] == "runtime").to_numpy() & np.isin(codes, begin_codes + end_codes + node_codes))
+    code = codes[rows]
+    begin, end, node = np.isin(code, begin_codes), np.isin(code, end_codes), np.isin(code, node_codes)
+    start = events["start_ns"].to_numpy()[rows]
+    thread = events["stream"].to_numpy()[rows]
     out = []
     for tid in np.unique(thread[begin]).tolist():
         mine = thread == tid
+        ends = np.sort(start[end & mine])
         for b in np.sort(start[begin & mine]).tolist():
-            ends = start[end & mine]
-            ends = ends[ends > b]
-            if not len(ends):
+            after = ends[ends > b]
+            if not len(after):
                 continue
-            e = int(ends.min())
+            e = int(after[0])
             out.append((e, int((node & mine & (start > b) & (start < e)).sum())))
     return [c for c in out if c[1] > 0]
 
