@@ -47,9 +47,22 @@ def write_trace():
         n = state["batch"]
         steps = state["annotated"]
     d = cfg.get("torch_profiler_dir")
+    graph = os.environ.get("FAKE_VLLM_GRAPH", "")
     for rank in range(tp):
         events = [{"ph": "X", "cat": "user_annotation", "name": "execute_context_0(0)_generation_%d(%d)" % (n, n),
                    "pid": 1, "tid": 1, "ts": 1000.0 * i, "dur": 500.0} for i in range(len(steps))]
+        for i in range(len(steps) if graph else 0):  # a HIP graph replay per step; "lost": ROCTracer lost its kernels
+            t = 1000.0 * i
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1,
+                           "ts": t + 5, "dur": 3.0, "args": {"correlation": 2 * i + 1}})
+            events.append({"ph": "X", "cat": "kernel", "name": "prepare_inputs", "pid": 0, "tid": 1, "ts": t + 10,
+                           "dur": 5.0, "args": {"device": 0, "stream": 1, "correlation": 2 * i + 1}})
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "hipGraphLaunch", "pid": 1, "tid": 1,
+                           "ts": t + 20, "dur": 30.0, "args": {"correlation": 2 * i + 2}})
+            for k in range(0 if graph == "lost" else 5):
+                events.append({"ph": "X", "cat": "kernel", "name": "graph_kernel_%d" % k, "pid": 0, "tid": 1,
+                               "ts": t + 60 + 10 * k, "dur": 8.0,
+                               "args": {"device": 0, "stream": 1, "correlation": 2 * i + 2, "kind": "Dispatch Task"}})
         path = os.path.join(d, "rank%d.%d.pt.trace.json.gz" % (rank, time.time_ns()))
         with gzip.open(path, "wt") as fh:
             json.dump({"schemaVersion": 1, "traceEvents": events}, fh)
@@ -112,6 +125,29 @@ ThreadingHTTPServer(("127.0.0.1", int(arg("--port"))), H).serve_forever()
 
 FIELDS_0_32 = ("profiler", "torch_profiler_dir", "torch_profiler_with_stack", "ignore_frontend", "delay_iterations",
                "max_iterations")
+
+
+_FAKE_TORCH = '''
+__version__ = "2.13.0+rocm7.2"
+class version:
+    hip = "7.2.53211"
+    cuda = None
+class cuda:
+    @staticmethod
+    def is_available():
+        return False
+'''
+
+
+def write_fake_rocm_torch(root: Path, lib_files: dict[str, bytes]) -> Path:
+    """A ``torch`` package under ``root`` that says it is a ROCm 7.2 build, with ``torch/lib``
+    holding ``lib_files`` (e.g. ELF stand-ins for libtorch_cpu.so): what the probe reads."""
+    lib = root / "torch" / "lib"
+    lib.mkdir(parents=True)
+    (root / "torch" / "__init__.py").write_text(_FAKE_TORCH)
+    for name, data in lib_files.items():
+        (lib / name).write_bytes(data)
+    return root
 
 
 def write_fake_vllm(root: Path, version: str = "0.32.0", fields: tuple[str, ...] = FIELDS_0_32) -> Path:

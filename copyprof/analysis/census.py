@@ -53,6 +53,9 @@ class Census:
     attribution: Attribution = field(default_factory=Attribution)
     notes: list[str] = field(default_factory=list)
     layers: pd.DataFrame | None = None  # with keep_layers: step, layer (1-indexed), kind, start_ns, end_ns
+    op_rows: np.ndarray | None = None  # table positions of the counted steps' GPU ops, in (step, start) order
+    op_steps: np.ndarray | None = None  # the counted steps with ops (ascending) and each one's first position
+    op_first: np.ndarray | None = None  # in op_rows
 
 
 def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, *,
@@ -84,12 +87,13 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     pos = np.zeros(n, dtype=np.int64)
     for k in range(len(step_ids)):
         pos[copy_bounds[k]:copy_bounds[k + 1]] = np.arange(copy_bounds[k + 1] - copy_bounds[k])
-    copies = _copies_frame(ops, pos, c_bytes, c_src, role, layer, slot, layout)
+    copies = _copies_frame(events, ops, pos, c_bytes, c_src, role, layer, slot, layout)
     _add_sources(copies, events, ops, op_shapes or {})
     ps = pd.DataFrame(per_step)
     if not ps.empty:
         ps = ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left")
-    census = Census(copies=copies, per_step=ps, kinds=kinds)
+    census = Census(copies=copies, per_step=ps, kinds=kinds, op_rows=ops.o_row, op_steps=ops.step_ids,
+                    op_first=ops.op_first)
     if keep_layers and layout is not None:
         census.layers = _layer_spans(events, ops, op_bounds, maps, layout)
     census.attribution = summarise_attribution(verdicts, layout, list(maps.values()), anchors)
@@ -176,7 +180,7 @@ def _sites(role: np.ndarray, layer: np.ndarray, layout: ModelLayout | None) -> n
     return site
 
 
-def _copies_frame(ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray, role: np.ndarray,
+def _copies_frame(events: pd.DataFrame, ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray, role: np.ndarray,
                   layer: np.ndarray, slot: np.ndarray, layout: ModelLayout | None) -> pd.DataFrame:
     kinds = np.asarray(layout.layer_kinds if layout is not None else (), dtype=object)
     kind = np.full(len(role), "", dtype=object)
@@ -192,7 +196,18 @@ def _copies_frame(ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.nda
         "layer": layer + 1, "slot": slot, "next_kernel": ops.c_next, "prev_kernel": ops.c_prev,
         "row": ops.c_row if ops.c_row is not None else np.full(len(role), -1),
     })
-    return frame[COPY_COLUMNS]
+    frame["graph_id"], frame["graph_node"] = _graph_nodes(events, ops.c_row, len(frame))
+    return frame[COPY_COLUMNS + ["graph_id", "graph_node"]]
+
+
+def _graph_nodes(events: pd.DataFrame, rows: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each copy's graph id and node id where its graph id is known (> 0: CUPTI writes 0
+    outside a graph; kineto#1567's ROCm node id is an ordinal, so node 0 is a node), else -1."""
+    if rows is None or len(rows) != n:
+        return np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    gid = events["graph_id"].to_numpy()[rows].astype(np.int64)
+    node = np.where(gid > 0, events["graph_node_id"].to_numpy()[rows].astype(np.int64), -1)
+    return np.where(gid > 0, gid, -1), node
 
 
 def _layer_spans(events: pd.DataFrame, ops: StepOps, op_bounds: np.ndarray, maps: dict[int, LayerMap],

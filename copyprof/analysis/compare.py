@@ -13,7 +13,14 @@ import numpy as np
 
 from copyprof.analysis.ab_sites import removed_scope, removed_sites, scope_estimate, scope_kinds, site_changes
 from copyprof.analysis.client_metrics import client_comparison
-from copyprof.analysis.measures import best, estimator_note, measure_of, timing_comparison, timing_pair_shift
+from copyprof.analysis.measures import (
+    best,
+    estimator_note,
+    launch_bound_note,
+    measure_of,
+    timing_comparison,
+    timing_pair_shift,
+)
 from copyprof.analysis.results import Comparison, RunReport, known
 from copyprof.analysis.setup import mismatches
 from copyprof.analysis.stats import ShiftResult, shift_estimate
@@ -77,14 +84,21 @@ def compare_runs(base: RunReport, cand: RunReport, paths: tuple[str, ...] | list
         mismatch=mismatches(base.setup, cand.setup),
     )
     out.comparable = not out.mismatch
+    out.lower_bound_runs = [i for i, r in enumerate((base, cand)) if r.lower_bound]
+    bound = [name for name, r in (("the baseline", base), ("the candidate", cand))
+             if r.launch_overhead is not None and r.launch_overhead.launch_bound]
     for name, s in (("replica timing", timed[0] if timed else None), ("GPU span", span),
                     ("client TPOT", client[0] if client else None), ("step period", shift)):
         if s is not None:
             m = measure_of(name, s, kernel, with_gap)
-            m.verdict = _not_comparable(out) + m.verdict  # every verdict of a mismatched pair says so first
+            caveat = f" Caveat: {launch_bound_note(bound)}." if name == "step period" and bound else ""
+            m.verdict = _not_comparable(out) + m.verdict + caveat  # a mismatched pair says so first
             out.measures.append(m)
-    top = best(out.measures)
+    top = best(out.measures, frozenset({"step period"}) if bound else frozenset())
     out.best_measure = top.name if top else None
+    plain = best(out.measures)  # what the finest resolution alone would pick
+    if bound and top is not None and plain is not None and plain.name == "step period" != top.name:
+        out.best_measure_note = launch_bound_note(bound)
     if shift is None:
         out.verdict = _not_comparable(out) + "not measurable: each arm needs at least 2 decode steps with a period"
         return out
@@ -99,7 +113,8 @@ def compare_runs(base: RunReport, cand: RunReport, paths: tuple[str, ...] | list
     out.n_steps = {"baseline": shift.n_baseline, "candidate": shift.n_candidate}
     out.method = shift.method
     out.estimator = estimator_check(kernel, with_gap, shift) if kernel > 0 else None
-    out.verdict = _not_comparable(out) + verdict(kernel, shift, mde, need) + estimator_note(out.estimator, with_gap)
+    out.verdict = (_not_comparable(out) + verdict(kernel, shift, mde, need) + estimator_note(out.estimator, with_gap)
+                   + (f" Caveat: {launch_bound_note(bound)}." if bound else ""))
     if span is not None:
         out.gpu_span = {"measured_ms": span.saving_ms, "ci95_ms": [known(x) for x in span.saving_ci95_ms],
                         "noise_ms": {k: known(v) for k, v in span.noise_ms.items()}}

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from copyprof.analysis.census import Census
-from copyprof.analysis.results import Estimate, Site, known
+from copyprof.analysis.results import Estimate, GraphNodeMatch, Site, known
 from copyprof.models.layout import kind_label
 
 
@@ -86,6 +86,7 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
             source=code or None, stack=list(g["stack"].iloc[0]) if code else [],
             source_note="" if code else str(g["why"].iloc[0]) if "why" in g else "",
             shape=_commonest(g["shape"]) if "shape" in g else "",
+            **_node_identity(g),
         ))
     order = {**{k: i for i, k in enumerate(census.kinds)}, "post-proj": 90, "placement": 91, "allreduce-staging": 92,
              "other": 93}
@@ -107,3 +108,36 @@ def _where(site: str, layers: pd.Series, kinds: tuple[str, ...], seen: list[str]
         return "outside the decoder layers" if kinds and mapped else "not placed (no attribution)"
     lo, hi = int(layers.min()), int(layers.max())
     return f"layer {lo}" if lo == hi else f"layers {lo}–{hi}"
+
+
+def _node_identity(g: pd.DataFrame) -> dict[str, object]:
+    """The graph nodes a site's copies replay, and whether every step replays the same ones
+    (``graph node id`` in the trace; -1 where the copy's graph id is unknown)."""
+    if "graph_node" not in g or not (g["graph_node"] >= 0).all():
+        return {}
+    nodes = g[["graph_id", "graph_node"]].drop_duplicates()  # a node is (graph, node): ROCm's ids are ordinals
+    triples = len(g[["step", "graph_id", "graph_node"]].drop_duplicates())
+    return {"graph_nodes": sorted(int(x) for x in nodes["graph_node"].unique()),
+            "graph_node_stable": triples == g["step"].nunique() * len(nodes)}
+
+
+def graph_node_match(copies: pd.DataFrame) -> GraphNodeMatch | None:
+    """How many copies per step carry a graph node id, and how many sites replay the same nodes
+    every step: a stable identity for each copy across replays (None when the trace has no ids).
+
+    Node ids are assigned per capture (CUPTI: per process; ROCm kineto#1567: the dispatch's
+    ordinal in its launch), so they identify a copy across the replays of one run; across
+    arms copies are matched by size and place (ab_sites.py), as before."""
+    if copies.empty or "graph_node" not in copies or not (copies["graph_node"] >= 0).any():
+        return None
+    n_steps = max(1, copies["step"].nunique())
+    has = copies[copies["graph_node"] >= 0]
+    per_site = has.groupby(["site", "bytes"], sort=False)
+    stable = sum(1 for _, g in per_site if _node_identity(g).get("graph_node_stable"))
+    sites = per_site.ngroups
+    copies_per_step = len(copies) / n_steps
+    with_node = len(has) / n_steps
+    return GraphNodeMatch(
+        copies_per_step=copies_per_step, with_node_per_step=with_node, sites=sites, stable_sites=stable,
+        message=(f"{with_node:g} of {copies_per_step:g} copies per step carry a graph node id; {stable} of {sites} "
+                 "copy sites replay the same graph nodes in every counted step"))

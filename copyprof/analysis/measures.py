@@ -68,11 +68,20 @@ def measure_of(name: str, shift: ShiftResult, kernel: float, with_gap: float) ->
                    supported_error=check["estimates"][check["supported"]]["rel_error"] if check else None)
 
 
-def best(measures: list[Measure]) -> Measure | None:
-    """The measurement with the smallest finite MDE (ties: ORDER), else the first there is."""
+def best(measures: list[Measure], passed_over: frozenset[str] = frozenset()) -> Measure | None:
+    """The measurement with the smallest finite MDE (ties: ORDER), else the first there is.
+    ``passed_over``: measures that measure something else here (step periods set by graph-launch
+    calls, analysis/launch_overhead.py), taken only when nothing else was measured."""
     if not measures:
         return None
     rank = {n: i for i, n in enumerate(ORDER)}
-    finite = [m for m in measures if m.mde_ms is not None and math.isfinite(m.mde_ms)]
-    pool = finite or measures
+    usable = [m for m in measures if m.name not in passed_over] or measures
+    finite = [m for m in usable if m.mde_ms is not None and math.isfinite(m.mde_ms)]
+    pool = finite or usable
     return min(pool, key=lambda m: (m.mde_ms if m.mde_ms is not None else math.inf, rank.get(m.name, 9)))
+
+
+def launch_bound_note(labels: list[str]) -> str:
+    """Why the step period is not the verdict's measure: the named arms' launches hold up the GPU."""
+    return (f"step periods measure the profiler here: graph-launch calls hold up the GPU in {' and '.join(labels)} "
+            "(see the run's warnings), so the verdict relies on another measure")

@@ -11,7 +11,10 @@ import numpy as np
 import pandas as pd
 
 from copyprof.analysis.census import Census, take_census
-from copyprof.analysis.results import BySource, PerStep, RankAgreement, Timeline, known
+from copyprof.analysis.completeness import check_completeness, is_rocm_trace
+from copyprof.analysis.graph_launches import graph_launches
+from copyprof.analysis.launch_overhead import StepBusy, launch_overhead
+from copyprof.analysis.results import BySource, Completeness, LaunchOverhead, PerStep, RankAgreement, Timeline, known
 from copyprof.analysis.sources import copy_sources
 from copyprof.analysis.steps import Steps, segment
 from copyprof.events import Trace, name_array
@@ -25,6 +28,8 @@ class RankAnalysis:
     trace: Trace
     steps: Steps
     census: Census
+    completeness: Completeness | None = None
+    overhead: LaunchOverhead | None = None
 
 
 def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = False,
@@ -32,7 +37,17 @@ def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = Fal
     steps = segment(trace.events)
     census = take_census(trace.events, steps, layout, cus=device_cus(trace.meta.devices), all_steps=all_steps,
                          keep_layers=keep_layers, op_shapes=trace.meta.op_shapes)
-    return RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census)
+    ra = RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census)
+    if steps.device >= 0:  # a trace with GPU work: does it hold what its graph launches ran (issue 18)?
+        ev = trace.events
+        launches = graph_launches(ev, steps)
+        ra.completeness = check_completeness(ev, steps, launches, rocm=is_rocm_trace(trace.meta.format,
+                                                                                      trace.meta.flavour, launches))
+        if len(launches) and census.op_rows is not None:
+            busy = StepBusy(ev["start_ns"].to_numpy(), ev["dur_ns"].to_numpy(), census.op_rows, census.op_steps,
+                            census.op_first)
+            ra.overhead = launch_overhead(launches, steps.table if all_steps else steps.decode, busy)
+    return ra
 
 
 def _median(values: pd.Series | np.ndarray) -> float | None:
@@ -51,7 +66,14 @@ def _ms(ns: float | None) -> float | None:
 
 def per_step_medians(ra: RankAnalysis) -> PerStep:
     """Medians over the counted steps; ``post_proj`` / ``post_proj_ms`` have one key per kind
-    of the layout (none without one) plus ``total``."""
+    of the layout (none without one) plus ``total``; ``lower_bound`` when the trace lost GPU
+    work under graph launches (the counts are floors)."""
+    figures = _per_step_medians(ra)
+    figures.lower_bound = ra.completeness is not None and ra.completeness.status == "lower-bound"
+    return figures
+
+
+def _per_step_medians(ra: RankAnalysis) -> PerStep:
     ps = ra.census.per_step
     kinds = ra.census.kinds
     decode = ra.steps.decode

@@ -11,7 +11,9 @@ import json
 import os
 from typing import Any
 
-from copyprof.analysis.estimate import copy_speed, estimate
+import msgspec
+
+from copyprof.analysis.estimate import copy_speed, estimate, graph_node_match
 from copyprof.analysis.rank_figures import (
     RankAnalysis,
     analyze_rank,
@@ -22,10 +24,10 @@ from copyprof.analysis.rank_figures import (
     timeline,
 )
 from copyprof.analysis.replica_timing import load_timing, timing_summary
-from copyprof.analysis.results import Layout, RunReport, SourceEntry, StepsInfo
+from copyprof.analysis.results import Completeness, Layout, RunReport, SourceEntry, StepsInfo
 from copyprof.analysis.setup import run_setup
 from copyprof.analysis.source_map import apply_sources, by_source, source_entries
-from copyprof.analysis.steps import step_warnings
+from copyprof.analysis.steps import rank_warnings, step_warnings
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace
 from copyprof.models import ModelLayout
@@ -65,14 +67,20 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         notes=head.steps.notes + head.census.notes,
         rank_agreement=rank_agreement(analyses),
         by_rank={str(a.rank): per_step_medians(a) for a in analyses},
-        warnings=[w for t in rank_traces for w in t.meta.warnings]
+        warnings=rank_warnings([(a.rank, [a.completeness.message] if a.completeness and a.completeness.message else [])
+                                for a in analyses])
+        + [w for t in rank_traces for w in t.meta.warnings]
         + [f"{t.meta.path}: partly read: {t.meta.partial}" for t in rank_traces if t.meta.partial]
-        + step_warnings([(a.rank, a.steps) for a in analyses]),
+        + step_warnings([(a.rank, a.steps) for a in analyses])
+        + rank_warnings([(a.rank, [a.overhead.message] if a.overhead and a.overhead.message else [])
+                         for a in analyses]),
         metadata=_run_metadata(path, meta.metadata),
         step_series=step_series(head),
         timeline=timeline(head),
         by_source=by_source(head.census.copies) if head.steps.device >= 0 else host_by_source(head),
         source_entries=source_entries(head.census.copies), source_match=match,
+        completeness=_run_completeness(head, analyses), launch_overhead=head.overhead,
+        graph_nodes=graph_node_match(head.census.copies),
     )
     if decode_n == 0:
         report.notes.append("no pure-decode steps found: figures are empty (try --all-steps)")
@@ -87,6 +95,18 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
                              graph_launches=meta.graph_launches, layout_name=layout.name if layout else None,
                              dtype_bytes=layout.dtype_bytes if layout else None)
     return report
+
+
+def _run_completeness(head: RankAnalysis, analyses: list[RankAnalysis]) -> Completeness | None:
+    """The headline rank's record; a run whose other ranks lost work is a lower bound too."""
+    record = head.completeness
+    if record is None or record.status == "lower-bound":
+        return record
+    lost = [a for a in analyses if a.completeness is not None and a.completeness.status == "lower-bound"]
+    if not lost:
+        return record
+    return msgspec.structs.replace(lost[0].completeness, checks=[f"rank {lost[0].rank}: {c}" for c in
+                                                                   lost[0].completeness.checks])
 
 
 def _run_metadata(path: str, trace_meta: dict[str, Any]) -> dict[str, Any]:

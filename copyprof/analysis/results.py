@@ -52,6 +52,7 @@ class PerStep(Struct):
     post_proj_gap_ms: dict[str, float | None] | None = None
     host_copies: int | None = None
     host_copies_by_name: dict[str, int] | None = None
+    lower_bound: bool = False  # the trace lost GPU work under graph launches: counts are at least these (issue 18)
 
 
 class Estimate(Struct):
@@ -88,6 +89,8 @@ class Site(Struct):
     stack: list[str] = []  # that frame and its callers, innermost first
     source_note: str = ""  # why there is no source
     shape: str = ""  # the dims and dtypes its CPU op recorded (record_shapes), the commonest; "" if none
+    graph_nodes: list[int] = []  # the graph node ids its copies replay (trace field "graph node id"), sorted
+    graph_node_stable: bool | None = None  # every counted step replays the same nodes for it (None: no node ids)
 
 
 class Attribution(Struct):
@@ -197,6 +200,50 @@ class Setup(Struct):
     copyprof_version: str | None = None
 
 
+class Completeness(Struct):
+    """Whether the trace holds the GPU work its graph launches ran (analysis/completeness.py).
+
+    ``status``: ``complete`` (no launch is short by any check that could run), ``lower-bound``
+    (work is missing: copy counts are at least the census's), ``no-graph-launches``."""
+
+    status: str
+    graph_launches: int = 0
+    launches_without_gpu_work: int = 0
+    launches_short: int = 0
+    gpu_ops_per_launch: float | None = None  # median over the launches
+    missing_gpu_ops: int = 0  # GPU ops the checks know are missing (a floor)
+    steps_flagged: int = 0
+    checks: list[str] = []  # what each comparison found, in words
+    message: str = ""  # the warning ("" when complete)
+
+
+class LaunchOverhead(Struct):
+    """Graph-launch calls against the GPU's idle time (analysis/launch_overhead.py): whether
+    step periods measure the launch path (and the profiler's hooks on it) rather than the model."""
+
+    graph_launches: int
+    launches_per_step: float | None
+    call_median_ms: float | None
+    call_p90_ms: float | None
+    call_max_ms: float | None
+    per_step_ms: float | None  # summed launch-call time of a step (median)
+    gpu_idle_in_launch_ms: float | None  # GPU idle time inside the step's launch calls (median)
+    share_of_step: float | None  # that idle time / the step period (median; 0..1)
+    gpu_busy_share: float | None  # busy time of the GPU / step period (median; 0..1)
+    launch_bound: bool = False
+    message: str = ""
+
+
+class GraphNodeMatch(Struct):
+    """Copies identified by their graph node across replays (trace field ``graph node id``)."""
+
+    copies_per_step: float
+    with_node_per_step: float
+    sites: int
+    stable_sites: int
+    message: str
+
+
 class RunReport(Struct):
     """One run: the ``runs[i]`` object of ``report --format json`` (README) plus what the
     renderers need besides (metadata, per-step series, the timeline)."""
@@ -227,11 +274,19 @@ class RunReport(Struct):
     source_entries: list[SourceEntry] = []
     source_match: SourceMatch | None = None
     setup: Setup = msgspec.field(default_factory=Setup)
+    completeness: Completeness | None = None
+    launch_overhead: LaunchOverhead | None = None
+    graph_nodes: GraphNodeMatch | None = None
+
+    @property
+    def lower_bound(self) -> bool:
+        """The trace lost GPU work under graph launches: every copy count is a floor."""
+        return self.completeness is not None and self.completeness.status == "lower-bound"
 
 
 JSON_RUN_KEYS = ("path", "format", "flavour", "ranks", "layout", "steps", "per_step", "estimate", "headline_rank",
                  "device", "peak_gbps", "sites", "attribution", "notes", "rank_agreement", "by_rank", "timing",
-                 "warnings", "by_source", "source_match", "setup")
+                 "warnings", "by_source", "source_match", "setup", "completeness", "launch_overhead", "graph_nodes")
 
 
 class SiteChange(Struct):
@@ -292,6 +347,8 @@ class Comparison(Struct):
     mismatch: list[str] = []
     measures: list[Measure] = []
     best_measure: str | None = None
+    best_measure_note: str = ""  # why a finer measure was passed over (step periods that measure the profiler)
+    lower_bound_runs: list[int] = []  # runs whose copy counts are a floor (GPU work missing under graph launches)
 
 
 def known(x: float | None) -> float | None:

@@ -53,7 +53,7 @@ class StepOps:
     o_code: np.ndarray | None = None
     o_struct: np.ndarray | None = None
     c_row: np.ndarray | None = None  # the copies' positions in the event table
-    o_row: np.ndarray | None = None  # every op's position in the event table (with per_op)
+    o_row: np.ndarray | None = None  # every op's position in the event table
 
     def step_bounds(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Step ids (ascending) and, per step, the first op and the first copy (with end sentinels)."""
@@ -112,7 +112,7 @@ def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int |
         c_bytes=c_bytes, c_src=c_src,
         c_next=_kernel_names(kernels, op_first, c_pos, c_k, names, after=True),
         c_prev=_kernel_names(kernels, op_first, c_pos, c_k, names, after=False),
-        o_code=o_code, o_struct=o_struct, c_row=c_rows, o_row=rows if per_op else None,
+        o_code=o_code, o_struct=o_struct, c_row=c_rows, o_row=rows,
     )
 
 

@@ -245,12 +245,17 @@ def _gap_thresholds(gaps: np.ndarray) -> list[float]:
 def step_warnings(analyses: list[tuple[int, Steps]]) -> list[str]:
     """The low-confidence warnings of every rank's steps, for a run's ``warnings``: a warning
     every rank has is said once; others name their rank."""
-    if not analyses:
+    return rank_warnings([(rank, s.warnings) for rank, s in analyses])
+
+
+def rank_warnings(per_rank: list[tuple[int, list[str]]]) -> list[str]:
+    """Warnings of several ranks as one list: a warning every rank has is said once; others name their rank."""
+    if not per_rank:
         return []
-    common = set.intersection(*(set(s.warnings) for _, s in analyses))
-    out = [w for w in analyses[0][1].warnings if w in common]
-    for rank, s in analyses:
-        out += [f"rank {rank}: {w}" for w in s.warnings if w not in common]
+    common = set.intersection(*(set(w) for _, w in per_rank))
+    out = [w for w in per_rank[0][1] if w in common]
+    for rank, warnings in per_rank:
+        out += [f"rank {rank}: {w}" for w in warnings if w not in common]
     return out
 
 

@@ -55,6 +55,8 @@ def ab_table(cmp: Comparison, names: list[str]) -> TableData:
                        str(cmp.steps_needed), "", "", "", ""])
     if cmp.method:
         t.note = f"step period: {cmp.method}; MDE at 80 % power"
+    if cmp.best_measure_note:
+        t.note = f"{t.note}; {cmp.best_measure_note}" if t.note else cmp.best_measure_note
     return t
 
 
@@ -63,6 +65,9 @@ def verdict_table(cmp: Comparison, names: list[str]) -> TableData:
     t = TableData("verdict", "Verdicts", ["measurement", "verdict"], as_list=True)
     if cmp.mismatch:
         t.rows.append(["arms", f"NOT COMPARABLE: {'; '.join(cmp.mismatch)} — only the patch should differ"])
+    for i in cmp.lower_bound_runs:
+        t.rows.append([names[i], "LOWER BOUND: GPU work under graph launches is missing from its trace; its copy "
+                       "counts are floors and a site that seems gone may only be lost"])
     ordered = sorted(cmp.measures, key=lambda m: m.name != cmp.best_measure)
     for m in ordered:
         t.rows.append([m.name + (" (best)" if m.name == cmp.best_measure else ""), m.verdict])

@@ -18,7 +18,19 @@ def plural(n: float, word: str, many: str | None = None) -> str:
     return f"{shown} {many or (word[:-1] + 'ies' if word.endswith('y') else word + 's')}"
 
 
+def _missing(run: RunReport) -> str:
+    """The lower-bound clause of a run whose trace lost GPU work under graph launches ("" otherwise)."""
+    if not run.lower_bound:
+        return ""
+    return " — LOWER BOUND: GPU work under graph launches is missing from this trace, so every count is at least this"
+
+
 def run_headline(run: RunReport, label: str) -> str:
+    """The run's one-line finding; a count from a trace that lost graph work says it is a floor."""
+    return _run_headline(run, label, "at least " if run.lower_bound else "") + _missing(run)
+
+
+def _run_headline(run: RunReport, label: str, floor: str) -> str:
     ps = run.per_step
     if run.steps.decode == 0:
         return f"{label}: no decode steps found (rule: {run.steps.rule}) — nothing was counted"
@@ -28,12 +40,16 @@ def run_headline(run: RunReport, label: str) -> str:
     kinds = [k for k in ps.post_proj if k != "total"]
     total = ps.post_proj.get("total", 0)
     where = f" on {run.device}" if run.device else ""
+    if floor and not ps.copies and not ps.post_proj.get("total", 0):
+        return f"{label}: no device-to-device copy seen in {plural(run.steps.decode, 'decode step')}{where}"
     if not kinds:
-        return (f"{label}: {plural(ps.copies, 'device-to-device copy')} per decode step{where} "
+        return (f"{label}: {floor}{plural(ps.copies, 'device-to-device copy')} per decode step{where} "
                 f"({fmt_ms(ps.other_ms or 0.0)} ms/step) — pass --model to place them in the model's layers")
     if not total:
-        return (f"{label}: no post-projection copies{where}; {plural(ps.copies, 'other device-to-device copy')} "
-                f"per step ({fmt_ms(ps.other_ms or 0.0)} ms) — nothing for a direct-return patch to remove")
+        seen = " seen" if floor else ""
+        return (f"{label}: no post-projection copies{seen}{where}; {floor}"
+                f"{plural(ps.copies, 'other device-to-device copy')} per step ({fmt_ms(ps.other_ms or 0.0)} ms) "
+                "— nothing for a direct-return patch to remove")
     parts = " + ".join(f"{ps.post_proj[k]} {kind_label(k)}" for k in kinds if ps.post_proj[k])
     est = next((e for e in run.estimate if e.scope == "all"), None)
     cost = f"{fmt_ms(ps.post_proj_ms.get('total') or 0.0)} ms"
@@ -41,7 +57,7 @@ def run_headline(run: RunReport, label: str) -> str:
         cost += f" of a {fmt_ms(ps.period_ms)} ms step"
     gap = f" (≈{fmt_ms(est.removable_with_gap_ms)} ms with their dispatch gaps)" if est else ""
     tail = "" if run.attribution.status == "ok" else f" [attribution {run.attribution.status}: see its note]"
-    return (f"{label}: {plural(total, 'post-projection copy')} per decode step{where} ({parts}) take {cost}; "
+    return (f"{label}: {floor}{plural(total, 'post-projection copy')} per decode step{where} ({parts}) take {cost}; "
             f"a direct-return patch would remove them{gap}{tail}")
 
 
@@ -50,6 +66,10 @@ def ab_headline(cmp: Comparison, names: list[str]) -> str:
     head = f"{cand} vs {base}: "
     if not cmp.comparable:
         head += f"NOT COMPARABLE ({'; '.join(cmp.mismatch)}) — "
+    if cmp.lower_bound_runs:
+        which = " and ".join(names[i] for i in cmp.lower_bound_runs)
+        head += (f"LOWER BOUND: GPU work under graph launches is missing from {which}'s trace, so its copy counts "
+                 "are floors and a site change may be lost work — ")
     head += cmp.scope_text.rstrip(".")
     top = next((m for m in cmp.measures if m.name == cmp.best_measure), None)
     if top is None:
@@ -66,7 +86,8 @@ def ab_headline(cmp: Comparison, names: list[str]) -> str:
     if others:
         support = "; also " + ", ".join(f"{m.name} {fmt_ms(m.measured_ms)} ms" + (" (resolved)" if m.resolved else
                                                                                    " (not resolved)") for m in others)
-    return (f"{head}. {top.name} (best resolution, MDE {fmt_ms(top.mde_ms) if top.mde_ms is not None else '∞'} ms) "
+    why = f" ({cmp.best_measure_note})" if cmp.best_measure_note else ""
+    return (f"{head}. {top.name} (best resolution, MDE {fmt_ms(top.mde_ms) if top.mde_ms is not None else '∞'} ms{why}) "
             f"measures a saving of {fmt_ms(top.measured_ms)} ms/step {ci} against an estimate of "
             f"{fmt_ms(est['kernel'])} ms ({fmt_ms(est['kernel_plus_gap'])} ms with dispatch gaps): {words}{support}")
 

@@ -32,14 +32,23 @@ def fmt_pct(v: float | None) -> str:
     return "–" if v is None or v != v else f"{v:.2f} %"
 
 
+LOWER_BOUND_TITLE = ("Copies per decode step (median over steps) — LOWER BOUND: GPU work under graph launches is "
+                     "missing from this trace")
+
+
 def census_table(run: RunReport) -> TableData:
+    """The census; from a trace that lost graph work every count reads "≥ n" (issue 18)."""
     ps = run.per_step
-    t = TableData("census", "Copies per decode step (median over steps)", ["copy site", "per step", "ms/step"])
+    floor = run.lower_bound
+    title = LOWER_BOUND_TITLE if floor else "Copies per decode step (median over steps)"
+    t = TableData("census", title, ["copy site", "per step", "ms/step"])
     none = not run.steps.decode  # no step counted: a median over no steps is no figure, not 0 (issue 15)
     kinds = [k for k in ps.post_proj if k != "total"]
 
     def row(label: str, n: object, ms: float | None) -> list[object]:
-        return [label, "–" if none else n, fmt_ms(None if none else ms)]
+        shown = f"≥ {n}" if floor and isinstance(n, int) else n
+        ms_text = fmt_ms(None if none else ms)
+        return [label, "–" if none else shown, f"≥ {ms_text}" if floor and not none and ms is not None else ms_text]
 
     for k in kinds:
         t.rows.append(row(f"post-projection, {kind_label(k)} layers", ps.post_proj[k], ps.post_proj_ms[k]))
@@ -50,6 +59,8 @@ def census_table(run: RunReport) -> TableData:
     if ps.host_copies is not None:
         t.rows.append(["host-side aten::copy_ ops (CPU trace)", ps.host_copies, "–"])
     t.note = run.attribution.message
+    if floor and run.completeness is not None:
+        t.note = f"{run.completeness.message}. {t.note}"
     return t
 
 
@@ -60,8 +71,9 @@ def _sum(a: float | None, b: float | None) -> float | None:
 def sites_table(run: RunReport) -> TableData:
     with_source = any(s.source for s in run.sites)
     with_shape = any(s.shape for s in run.sites)
-    t = TableData("sites", "Copy sites", ["site", "bytes", "per step", "µs/copy", "ms/step", "GB/s", "bound", "where",
-                                          *(["shape"] if with_shape else []), *(["source"] if with_source else [])])
+    title = "Copy sites" + (" — LOWER BOUND: per-step counts are at least these" if run.lower_bound else "")
+    t = TableData("sites", title, ["site", "bytes", "per step", "µs/copy", "ms/step", "GB/s", "bound", "where",
+                                   *(["shape"] if with_shape else []), *(["source"] if with_source else [])])
     for s in run.sites:
         size = f"≤{s.bytes:,}" if s.bytes_src == "grid-bound" else (f"{s.bytes:,}" if s.bytes >= 0 else "?")
         if s.bytes_src == "layout":
@@ -102,6 +114,12 @@ def estimate_table(run: RunReport) -> TableData:
                        fmt_ms(e.removable_with_gap_ms), fmt_pct(e.removable_pct), fmt_ms(e.period_with_patch_ms)])
     ps = run.per_step
     t.note = f"step period {fmt_ms(ps.period_ms)} ms (median, start to start), GPU span {fmt_ms(ps.gpu_span_ms)} ms"
+    if run.lower_bound:
+        t.title += " — LOWER BOUND (copies under graph launches are missing from the trace)"
+    overhead = run.launch_overhead
+    if overhead is not None and overhead.launch_bound:
+        t.note += ("; the step period is set by graph-launch calls under the profiler (see warnings): the share of "
+                   "step is of that inflated period")
     return t
 
 
@@ -116,8 +134,9 @@ def by_rank_table(run: RunReport) -> TableData:
     t = TableData("by_rank", "Per rank (medians)", ["rank", "tokens", "period ms", "copies",
                                                     *(f"post-proj {kind_label(k)}" for k in kinds), "post-proj ms"])
     for rank, ps in sorted(run.by_rank.items(), key=lambda kv: int(kv[0])):
-        t.rows.append([rank, ps.tokens if ps.tokens is not None else "–", fmt_ms(ps.period_ms), ps.copies,
-                       *(ps.post_proj.get(k, 0) for k in kinds), fmt_ms(ps.post_proj_ms["total"])])
+        floor = "≥ " if ps.lower_bound else ""  # that rank's trace lost graph work: its counts are floors
+        t.rows.append([rank, ps.tokens if ps.tokens is not None else "–", fmt_ms(ps.period_ms), f"{floor}{ps.copies}",
+                       *(f"{floor}{ps.post_proj.get(k, 0)}" for k in kinds), fmt_ms(ps.post_proj_ms["total"])])
     t.note = run.rank_agreement.message
     return t
 

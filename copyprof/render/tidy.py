@@ -76,10 +76,43 @@ def _site_rows(run: RunReport, arm: str, by_source: bool) -> Iterator[Row]:
         yield "source", f"{b.source or '(none)'}.time", arm, b.ms_per_step, "ms"
     yield "attribution", "status", arm, run.attribution.status, ""
     yield "attribution", "message", arm, run.attribution.message, ""
+    yield from _trace_health_rows(run, arm)
     for w in run.warnings:
         yield "warning", "warning", arm, w, ""
     for n in run.notes:
         yield "note", "note", arm, n, ""
+
+
+def _trace_health_rows(run: RunReport, arm: str) -> Iterator[Row]:
+    """Completeness under graph launches, launch overhead and graph-node identity (issue 18)."""
+    c = run.completeness
+    if c is not None:
+        yield "completeness", "status", arm, c.status, ""
+        yield "completeness", "graph_launches", arm, c.graph_launches, "launches"
+        yield "completeness", "launches_without_gpu_work", arm, c.launches_without_gpu_work, "launches"
+        yield "completeness", "launches_short", arm, c.launches_short, "launches"
+        yield "completeness", "gpu_ops_per_launch", arm, _v(c.gpu_ops_per_launch), "ops"
+        yield "completeness", "missing_gpu_ops", arm, c.missing_gpu_ops, "ops"
+        yield "completeness", "steps_flagged", arm, c.steps_flagged, "steps"
+        yield "completeness", "counts_are_lower_bound", arm, _v(run.lower_bound), ""
+    o = run.launch_overhead
+    if o is not None:
+        yield "launch_overhead", "launches_per_step", arm, _v(o.launches_per_step), "launches"
+        yield "launch_overhead", "call_median", arm, _v(o.call_median_ms), "ms"
+        yield "launch_overhead", "call_p90", arm, _v(o.call_p90_ms), "ms"
+        yield "launch_overhead", "call_max", arm, _v(o.call_max_ms), "ms"
+        yield "launch_overhead", "per_step", arm, _v(o.per_step_ms), "ms"
+        yield "launch_overhead", "gpu_idle_in_launch", arm, _v(o.gpu_idle_in_launch_ms), "ms"
+        yield "launch_overhead", "share_of_step", arm, _v(None if o.share_of_step is None else 100 * o.share_of_step), \
+            "percent"
+        yield "launch_overhead", "gpu_busy", arm, _v(None if o.gpu_busy_share is None else 100 * o.gpu_busy_share), \
+            "percent"
+        yield "launch_overhead", "launch_bound", arm, _v(o.launch_bound), ""
+    g = run.graph_nodes
+    if g is not None:
+        yield "graph_nodes", "copies_with_node", arm, g.with_node_per_step, "copies"
+        yield "graph_nodes", "stable_sites", arm, g.stable_sites, "sites"
+        yield "graph_nodes", "sites", arm, g.sites, "sites"
 
 
 def _ab_rows(cmp: Comparison) -> Iterator[Row]:
@@ -101,6 +134,10 @@ def _ab_rows(cmp: Comparison) -> Iterator[Row]:
         yield "ab", f"{key}.resolved", "", _v(m.resolved), ""
         yield "ab", f"{key}.verdict", "", m.verdict, ""
     yield "ab", "best_measure", "", _v(cmp.best_measure), ""
+    if cmp.best_measure_note:
+        yield "ab", "best_measure_note", "", cmp.best_measure_note, ""
+    for i in cmp.lower_bound_runs:
+        yield "ab", "lower_bound_run", "", i, "run"
     yield "ab", "verdict", "", cmp.verdict, ""
     for c in cmp.site_changes:
         yield "ab", f"site_change.{c.site}@{c.bytes}B.baseline", "", c.baseline_per_step, "copies"

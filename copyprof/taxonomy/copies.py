@@ -30,7 +30,26 @@ D2D_KERNEL_PATTERNS: tuple[tuple[str, str], ...] = (
     # nodes in HIP graphs (ROCm/clr rocclr/device/blitcl.cpp, rocblit.cpp). Seen as
     # `__amd_rocclr_copyBuffer.kd` in rocprofiler-sdk Kineto and rocprofv3 JSON (908 sample,
     # 3,153 dispatches), `__amd_rocclr_copyBuffer` in rocprofv3 CSV (name formatted, .kd cut).
-    (r"^__amd_rocclr_copyBuffer(Rect)?(Aligned)?(Batch)?(\.kd)?$", "rocclr-blit"),
+    (r"^__amd_rocclr_copyBuffer(Rect)?(Aligned)?(\.kd)?$", "rocclr-blit"),
+    # ROCclr batch blit: one dispatch copies several same-size buffers of a hipMemcpyBatchAsync
+    # (ROCm/rocm-systems#5967 "Add shader batch copy", merged 2026-05): ``__kernel void
+    # __amd_rocclr_copyBufferBatch(descriptors, workgroup_size, copy_stride)`` in
+    # projects/clr/rocclr/device/blitcl.cpp (read at rocm-systems 01d1c717), descriptor =
+    # workgroup_id_y, so grid.y is the number of buffers and the grid says nothing of their size.
+    # Counted as one copy event; its bytes are left unknown. Users report faults "in
+    # __amd_rocclr_copyBufferBatch" on ROCm 7.15 (public code comments), so the name is dispatched.
+    (r"^__amd_rocclr_copyBufferBatch(\.kd)?$", "rocclr-blit-batch"),
+    # Indirect batch blit for unaligned and small copies: named by ROCm/rocm-systems#10118 ("Adds
+    # __amd_rocclr_copyBufferBatchIndirect to the blit kernels", closed 2026-08). NOT verified:
+    # no stored rocclr blitcl.cpp version defines it (checked up to the 2026 versions readable
+    # here); kept because a kernel of that name would be the same batch copy.
+    (r"^__amd_rocclr_copyBufferBatchIndirect(\.kd)?$", "rocclr-blit-batch"),
+    # Device-library batch copy, ROCm/llvm-project#2556 ("New kernel __amd_copyBufferBatch is
+    # added ... used for D2D batch copies in hipMemcpyBatchAsync", merged 2026-05-15). NOT verified
+    # as a dispatched name: the stored amdblit.cl (ROCm/llvm-project 0f05e4e1) predates it, and in
+    # amdblit.cl the ``__amd_*`` copy helpers are always-inline functions that rocclr wraps in
+    # ``__amd_rocclr_*`` kernels (the name a trace shows). Listed so a direct dispatch is counted.
+    (r"^__amd_copyBufferBatch(\.kd)?$", "rocclr-blit-batch"),
     # rocprofiler-sdk Kineto before kineto 03ab8cb0 (2026-03-12) typed SDMA copies as kernels
     # with these names (KIN RocprofActivity_inl.h; TraceLens util.py notes the same).
     (r"^MEMORY_COPY_DEVICE_TO_DEVICE$", "sdma-as-kernel"),
@@ -53,6 +72,14 @@ MEMSET_KERNEL_PATTERNS: tuple[tuple[str, str], ...] = (
 OTHER_COPY_KERNEL_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"^MEMORY_COPY_(HOST_TO_DEVICE|DEVICE_TO_HOST|HOST_TO_HOST)$", "sdma-as-kernel"),
 )
+# Copies as ``gpu_memcpy`` records (kind memcpy; the direction from ``args.kind`` or the name):
+# CUPTI and roctracer ``Memcpy DtoD (Device -> Device)``; rocprofiler-sdk kineto writes its
+# MEMORY_COPY buffer records the same way since kineto 03ab8cb0 (2026-03-12; verified in kineto
+# 114171df ``RocprofActivity_inl.h``: GpuActivity::name "Memcpy {DtoD|HtoD|DtoH|HtoH} ({src} ->
+# {dst})", ``args.kind`` "DtoD", ``args.bytes`` from the copy API). TraceLens (util.py,
+# TraceEventUtils) says ROCm 7.2 moved copies from cat=kernel (MEMORY_COPY_*,
+# __amd_rocclr_copyBuffer*) to cat=gpu_memcpy; for the SDMA copies kineto's source agrees, for
+# blit kernels it does not (they stay kernel dispatches there): both forms are counted.
 D2D_DIRECTIONS = frozenset({"DtoD", "PtoP"})
 
 # Host-side copy ops kept from cpu_op events (CPU-only traces list these per step).
@@ -162,7 +189,7 @@ def resolve_bytes_at(events: pd.DataFrame, rows: np.ndarray, cus: int | None = N
         if name.startswith("memcpy"):
             nbytes[i] = gx[i] * (bx[i] if bx[i] > 0 else 256) * 4
             src[i] = "grid"
-        elif name.startswith("__amd_rocclr_copyBuffer") and "Rect" not in name:
+        elif name.startswith("__amd_rocclr_copyBuffer") and "Rect" not in name and "Batch" not in name:
             wg = bx[i] if bx[i] > 0 else 512
             work_items = gx[i] * wg
             if cus and work_items >= cus * wg:

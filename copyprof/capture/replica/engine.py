@@ -30,6 +30,7 @@ CLI: ``copyprof run --engine replica --model kimi-k3 --tp 8 --concurrency 16 --d
 from __future__ import annotations
 
 import json
+import os
 import platform
 import socket
 import statistics
@@ -51,6 +52,8 @@ from copyprof.capture.rundir import (
     utc_now_iso,
     write_run_json,
 )
+from copyprof.capture.torch_backend import preflight, preflight_lines
+from copyprof.capture.trace_check import check_capture
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 from copyprof.models import ModelLayout, load_layout
 
@@ -212,6 +215,11 @@ def run_replica(layout: ModelLayout | str, *, tp: int, concurrency: int, device:
     common = _run_record(layout, shapes, removals, tp=tp, concurrency=concurrency, steps=steps, graph_mode=graph_mode,
                          device=device_info(torch, dev), torch=torch, seed=seed, record_shapes=record_shapes,
                          with_stack=with_stack, command=command)
+    # ROCm: which profiler back end this torch's kineto links, and its known defects (issue 18)
+    common["profiler_backend"] = preflight(os.path.join(os.path.dirname(torch.__file__), "lib"),
+                                           getattr(torch.version, "hip", None))
+    for line in preflight_lines(common["profiler_backend"]) if common["profiler_backend"] else []:
+        log(f"replica: {line}")
     for arm, d in dirs.items():
         others = [other.name for a, other in dirs.items() if a != arm]
         write_run_json(d, {**common, "arm": arm, "removed_kinds": sorted(removals[arm]),
@@ -242,7 +250,10 @@ def run_replica(layout: ModelLayout | str, *, tp: int, concurrency: int, device:
             for arm, d in dirs.items():
                 trace = _profile_arm(torch, model, runners[arm], d, steps, record_shapes, with_stack)
                 files = [trace.name] + ([TIMING_JSON] if do_timing else [])
-                update_run_json(d, **update, files=files)
+                completeness = check_capture(d)  # graph work missing from the trace? (issue 18)
+                if completeness.get("message"):
+                    log(f"replica: {arm}: warning: {completeness['message']}")
+                update_run_json(d, **update, files=files, completeness=completeness)
                 log(f"replica: {arm}: {steps} steps -> {trace}")
         for d in dirs.values():
             update_run_json(d, status=STATUS_COMPLETE, finished=utc_now_iso())

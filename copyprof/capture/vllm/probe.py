@@ -63,6 +63,8 @@ try:
     import torch
     out["torch_version"] = torch.__version__
     out["torch_hip"] = getattr(torch.version, "hip", None)
+    import os
+    out["torch_lib"] = os.path.join(os.path.dirname(torch.__file__), "lib")
     out["torch_cuda"] = getattr(torch.version, "cuda", None)
     gpus = []
     if torch.cuda.is_available():
@@ -93,6 +95,7 @@ class VllmInfo:
     torch_version: str | None = None
     torch_hip: str | None = None
     torch_cuda: str | None = None
+    torch_lib: str | None = None  # torch/lib of that Python: its kineto's profiler back end (capture/torch_backend.py)
     gpus: list[dict[str, Any]] = field(default_factory=list)
     profiler_config_fields: list[str] | None = None
     profiler_env_vars: list[str] | None = None

@@ -37,6 +37,8 @@ from copyprof.capture.rundir import (
     write_error,
     write_run_json,
 )
+from copyprof.capture.torch_backend import preflight, preflight_lines
+from copyprof.capture.trace_check import check_capture
 from copyprof.capture.vllm.client import Cohort, build_prompts, completion_body, post_json
 from copyprof.capture.vllm.command import RunSpec, build_server_command, is_cpu_backend, version_notes
 from copyprof.capture.vllm.probe import kernel_env, probe_vllm
@@ -178,6 +180,9 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
     notes = version_notes(info, str(opts.model_summary.get("model_type") or opts.model_summary.get("name") or ""))
     for note in notes:
         rep.info(f"note: {note}")
+    backend = preflight(info.torch_lib, info.torch_hip)  # ROCm: kineto's profiler back end and its known defects
+    for line in preflight_lines(backend) if backend else []:
+        rep.info(line)
     run_dir = new_run_dir(opts.out, opts.label)
     write_run_json(run_dir, {
         "copyprof_version": __version__, "engine": "vllm", "status": STATUS_STARTING, "label": opts.label,
@@ -195,7 +200,7 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
         "torch": {"version": info.torch_version, "hip": info.torch_hip, "cuda": info.torch_cuda},
         "aiter_version": info.aiter_version,
         "gpu": {"name": gpu["name"], "arch": gpu["arch"], "count": len(info.gpus)} if gpu else None,
-        "probe": info.to_json(), "notes": notes,
+        "probe": info.to_json(), "notes": notes, "profiler_backend": backend,
     })
     rep.info(f"run directory: {run_dir}")
     server: ServerProcess | None = None
@@ -281,8 +286,13 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
                 nsys_export_sqlite(cmd.trace_dir, opts.timeout_s)
         _write_metrics(run_dir, cohort, {"window": window})
         traces = [str(p.relative_to(run_dir)) for p in rank_traces(list_files(cmd.trace_dir))]
+        stage("completeness check of the trace")
+        completeness = check_capture(cmd.trace_dir)
+        if completeness.get("message"):
+            rep.info(f"warning: {completeness['message']}")
         update_run_json(run_dir, status=STATUS_COMPLETE, finished=utc_now_iso(), server_stop=how,
-                        server_exit_code=server.exit_code, rank_traces=traces, files=_rel_files(run_dir))
+                        server_exit_code=server.exit_code, rank_traces=traces, files=_rel_files(run_dir),
+                        completeness=completeness)
         return run_dir
     except BaseException as exc:
         err: BaseException = exc
