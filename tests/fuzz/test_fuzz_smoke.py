@@ -57,7 +57,11 @@ def test_mutated_inputs_give_results_or_one_line_errors(seeds: dict[str, list[Se
     assert len(results) == PER_FORMAT * len(FORMATS)
     failed = [r for r in results if r.outcome in FAILURES]
     assert not failed, f"{len(failed)} of {len(results)} inputs failed:\n{_explain(failed)}"
-    # The sample must exercise both sides of the contract in every format, or it proves little.
+    # The sample must exercise both sides of the contract in every format, or it proves little:
+    # some one-line refusals, and enough inputs read (a reader that refuses nearly everything
+    # fails). Read at CI_SEED: kineto 37, rocprofv3-csv 27, rocprofv3-json 11, rocpd 36,
+    # nsys-sqlite 37, rocprof-v1 26 of 45; the floor is 7 of 45 (15 %).
     for fmt in FORMATS:
-        outcomes = {r.outcome for r in results if r.job.fmt == fmt}
-        assert "error" in outcomes and outcomes & {"ok", "warned", "partial"}, (fmt, outcomes)
+        outcomes = [r.outcome for r in results if r.job.fmt == fmt]
+        read = sum(o in ("ok", "warned", "partial") for o in outcomes)
+        assert "error" in outcomes and read >= 0.15 * len(outcomes), (fmt, sorted(outcomes))
