@@ -114,8 +114,27 @@ FIELDS_0_32 = ("profiler", "torch_profiler_dir", "torch_profiler_with_stack", "i
                "max_iterations")
 
 
+_TORCH = '''"""A stand-in for torch in the fake vLLM environment: what copyprof's probe reads (vllm_probe.py:
+__version__, torch.version.cuda/hip, torch.cuda.is_available()). The real torch costs ~1.3 s to
+import in every probe and tests nothing here; the vLLM-CPU tests probe a real one."""
+__version__ = "2.13.0+fake"
+
+
+class version:
+    cuda = None
+    hip = None
+
+
+class cuda:
+    @staticmethod
+    def is_available():
+        return False
+'''
+
+
 def write_fake_vllm(root: Path, version: str = "0.32.0", fields: tuple[str, ...] = FIELDS_0_32) -> Path:
-    """Write the fake ``vllm`` package under ``root``; return ``root`` (put it on PYTHONPATH)."""
+    """Write the fake ``vllm`` package (and a stand-in ``torch``) under ``root``; return ``root``
+    (put it on PYTHONPATH)."""
     pkg = root / "vllm" / "entrypoints" / "openai"
     pkg.mkdir(parents=True)
     for d in (root / "vllm", root / "vllm" / "entrypoints", pkg):
@@ -129,4 +148,6 @@ def write_fake_vllm(root: Path, version: str = "0.32.0", fields: tuple[str, ...]
     (cfg / "profiler.py").write_text(
         "import dataclasses\n\n@dataclasses.dataclass\nclass ProfilerConfig:\n"
         + "".join(f"    {name}: object = None\n" for name in fields))
+    (root / "torch").mkdir()
+    (root / "torch" / "__init__.py").write_text(_TORCH)
     return root
