@@ -1,4 +1,11 @@
-"""Shared fixtures: where the public sample traces live, and a CLI runner."""
+"""Shared fixtures: where the public sample traces live, a CLI runner, and the not-run summary.
+
+The summary: every run ends with a section naming each test that did not run (skipped, with
+its reason), each expected failure (a known defect, with its reason) and each input a test
+could not find (``note_missing``, e.g. fuzz seeds from ../shared), so a fresh clone without
+../shared says what it did not check instead of printing a bare number. Tests that need an
+optional input skip with a reason; they never drop parametrised cases silently.
+"""
 from __future__ import annotations
 
 import json
@@ -7,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -28,6 +36,46 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if scratch:
         shutil.rmtree(scratch, ignore_errors=True)
         os.environ.pop("COPYPROF_CACHE_DIR", None)
+
+
+_MISSING: list[tuple[str, str]] = []  # (what, why) noted by helpers during collection or the run
+
+
+def note_missing(what: str, why: str) -> None:
+    """Record an input a test would have used but cannot find here (printed at the end)."""
+    if (what, why) not in _MISSING:
+        _MISSING.append((what, why))
+
+
+def _reason(report: pytest.TestReport) -> str:
+    if hasattr(report, "wasxfail"):
+        return report.wasxfail or "no reason given"
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # (path, line, "Skipped: why")
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name what did not run and why (skips, expected failures, missing inputs), grouped by reason."""
+    tr = terminalreporter
+    groups = (("skipped", "not run (skipped)"), ("xfailed", "expected failures (known defects)"))
+    for key, title in groups:
+        reports = tr.stats.get(key, [])
+        if not reports:
+            continue
+        by_reason: dict[str, list[str]] = defaultdict(list)
+        for rep in reports:
+            by_reason[_reason(rep)].append(rep.nodeid)
+        tr.write_sep("-", f"{title}: {len(reports)}")
+        for reason, ids in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            tr.write_line(f"{reason}  [{len(ids)}]")
+            for nodeid in ids:
+                tr.write_line(f"    {nodeid}")
+    if _MISSING:
+        tr.write_sep("-", f"inputs not found: {len(_MISSING)}")
+        for what, why in _MISSING:
+            tr.write_line(f"{what}: {why}")
 
 
 @pytest.fixture

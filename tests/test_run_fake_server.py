@@ -127,16 +127,24 @@ FIELDS_0_32 = ("profiler", "torch_profiler_dir", "torch_profiler_with_stack", "i
                "max_iterations")
 
 
-_FAKE_TORCH = '''
-__version__ = "2.13.0+rocm7.2"
+_TORCH = '''"""A stand-in for torch in the fake vLLM environment: what copyprof's probe reads (capture/vllm/probe.py:
+__version__, torch.version.cuda/hip, torch.cuda.is_available()). The real torch costs ~1.3 s to
+import in every probe and tests nothing here; the vLLM-CPU tests probe a real one."""
+__version__ = "2.13.0+fake"
+
+
 class version:
-    hip = "7.2.53211"
     cuda = None
+    hip = None
+
+
 class cuda:
     @staticmethod
     def is_available():
         return False
 '''
+# The same stand-in saying it is a ROCm 7.2 build (the preflight reads torch/lib next to it).
+_ROCM_TORCH = _TORCH.replace('"2.13.0+fake"', '"2.13.0+rocm7.2"').replace("    hip = None", '    hip = "7.2.53211"')
 
 
 def write_fake_rocm_torch(root: Path, lib_files: dict[str, bytes]) -> Path:
@@ -144,14 +152,15 @@ def write_fake_rocm_torch(root: Path, lib_files: dict[str, bytes]) -> Path:
     holding ``lib_files`` (e.g. ELF stand-ins for libtorch_cpu.so): what the probe reads."""
     lib = root / "torch" / "lib"
     lib.mkdir(parents=True)
-    (root / "torch" / "__init__.py").write_text(_FAKE_TORCH)
+    (root / "torch" / "__init__.py").write_text(_ROCM_TORCH)
     for name, data in lib_files.items():
         (lib / name).write_bytes(data)
     return root
 
 
 def write_fake_vllm(root: Path, version: str = "0.32.0", fields: tuple[str, ...] = FIELDS_0_32) -> Path:
-    """Write the fake ``vllm`` package under ``root``; return ``root`` (put it on PYTHONPATH)."""
+    """Write the fake ``vllm`` package (and a stand-in ``torch``) under ``root``; return ``root``
+    (put it on PYTHONPATH)."""
     pkg = root / "vllm" / "entrypoints" / "openai"
     pkg.mkdir(parents=True)
     for d in (root / "vllm", root / "vllm" / "entrypoints", pkg):
@@ -165,4 +174,6 @@ def write_fake_vllm(root: Path, version: str = "0.32.0", fields: tuple[str, ...]
     (cfg / "profiler.py").write_text(
         "import dataclasses\n\n@dataclasses.dataclass\nclass ProfilerConfig:\n"
         + "".join(f"    {name}: object = None\n" for name in fields))
+    (root / "torch").mkdir()
+    (root / "torch" / "__init__.py").write_text(_TORCH)
     return root

@@ -24,6 +24,16 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO.parent / "shared" / "sample_traces"
 DATA = REPO / "tests" / "data"
 FORMATS = ("kineto", "rocprofv3-csv", "rocprofv3-json", "rocpd", "nsys-sqlite", "rocprof-v1")
+REAL_SEEDS = {  # name in ../shared/sample_traces -> format
+    "kineto_roctracer_mi250_rocm6_2_minitoy.json.gz": "kineto",
+    "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz": "kineto",
+    "kineto_roctracer_mi300x_sglang_qwen3_8b_decode.json.gz": "kineto",
+    "kineto_cupti_b200_eager.json.gz": "kineto",
+    "kineto_cupti_a100_cudagraph_rank0.json.gz": "kineto",
+    "rocprofv3_json_gfx950_mi350x_908_results.json.gz": "rocprofv3-json",
+    "nsys_sqlite_a100_saxpy_mpi_schema2.9.sqlite": "nsys-sqlite",
+    "nsys_sqlite_a100_cloverleaf_schema3.13.sqlite": "nsys-sqlite",
+}
 BIG = 256 << 10  # seeds larger than this are mutated less often (each costs ~1 s to parse)
 
 
@@ -215,14 +225,12 @@ def build_seeds(root: Path) -> dict[str, list[Seed]]:
     v1 = DATA / "rocprof_v1_results.csv"
     add("rocprof-v1", Path(shutil.copy(v1, root / "results.csv")))
     add("rocprof-v1", rocprof_v1_gz(v1, root / "results.csv.gz"))
-    for fmt, name in (("kineto", "kineto_roctracer_mi250_rocm6_2_minitoy.json.gz"),
-                      ("kineto", "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz"),
-                      ("kineto", "kineto_roctracer_mi300x_sglang_qwen3_8b_decode.json.gz"),
-                      ("kineto", "kineto_cupti_b200_eager.json.gz"),
-                      ("kineto", "kineto_cupti_a100_cudagraph_rank0.json.gz"),
-                      ("rocprofv3-json", "rocprofv3_json_gfx950_mi350x_908_results.json.gz"),
-                      ("nsys-sqlite", "nsys_sqlite_a100_saxpy_mpi_schema2.9.sqlite"),
-                      ("nsys-sqlite", "nsys_sqlite_a100_cloverleaf_schema3.13.sqlite")):
+    for name, fmt in REAL_SEEDS.items():
         if (SAMPLES / name).is_file():
             add(fmt, SAMPLES / name)
     return seeds
+
+
+def missing_samples() -> list[str]:
+    """The real samples build_seeds would add but cannot find (no ../shared next to this checkout)."""
+    return [name for name in REAL_SEEDS if not (SAMPLES / name).is_file()]

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import note_missing
 from tests.fuzz.harness import FAILURES, Job, Pool, Result, make_jobs
-from tests.fuzz.seeds import FORMATS, Seed, build_seeds
+from tests.fuzz.seeds import FORMATS, Seed, build_seeds, missing_samples
 
 PER_FORMAT = 45
 CI_SEED = 8  # fixed: the same inputs on every CI run
@@ -27,6 +28,8 @@ CI_SEED = 8  # fixed: the same inputs on every CI run
 
 @pytest.fixture(scope="module")
 def seeds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Seed]]:
+    for name in missing_samples():  # the mutated inputs then differ from CI's: say so at the end
+        note_missing(f"fuzz seed {name}", "not in ../shared/sample_traces: only the hand-made seeds are mutated")
     return build_seeds(tmp_path_factory.mktemp("fuzz") / "seeds")
 
 
@@ -57,7 +60,11 @@ def test_mutated_inputs_give_results_or_one_line_errors(seeds: dict[str, list[Se
     assert len(results) == PER_FORMAT * len(FORMATS)
     failed = [r for r in results if r.outcome in FAILURES]
     assert not failed, f"{len(failed)} of {len(results)} inputs failed:\n{_explain(failed)}"
-    # The sample must exercise both sides of the contract in every format, or it proves little.
+    # The sample must exercise both sides of the contract in every format, or it proves little:
+    # some one-line refusals, and enough inputs read (a reader that refuses nearly everything
+    # fails). Read at CI_SEED: kineto 37, rocprofv3-csv 27, rocprofv3-json 11, rocpd 36,
+    # nsys-sqlite 37, rocprof-v1 26 of 45; the floor is 7 of 45 (15 %).
     for fmt in FORMATS:
-        outcomes = {r.outcome for r in results if r.job.fmt == fmt}
-        assert "error" in outcomes and outcomes & {"ok", "warned", "partial"}, (fmt, outcomes)
+        outcomes = [r.outcome for r in results if r.job.fmt == fmt]
+        read = sum(o in ("ok", "warned", "partial") for o in outcomes)
+        assert "error" in outcomes and read >= 0.15 * len(outcomes), (fmt, sorted(outcomes))

@@ -1,10 +1,17 @@
-"""Issue 3 acceptance: the report reproduces the published Kimi-K3 MI355X census.
+"""Round trip through the report on generated Kimi-K3 traces: a regression test of summing and
+step splitting, NOT evidence that copyprof agrees with a real MI355X trace.
 
-Ground truth comes from tests/synth/kimi.py, a generator modelled on the published profile
-(vLLM #50847 review): 93 post-projection copies per step = 69 KDA + 24 MLA, MLA share
-0.13 ms = 0.39 % of a 32.82 ms step at C16 and 0.15 ms = 0.40 % of 35.98 ms at C24. The
-traces also hold what must NOT be counted: 69 KDA placement copies per step, metadata copies,
-an eager prefill step with same-size all-reduce staging copies, and sampler kernels.
+How it is built: tests/synth/kimi.py back-solves each copy's duration from the figures published
+for the TP8 MI355X profile (vLLM #50847 review: 93 post-projection copies per step = 69 KDA + 24
+MLA, 0.495 ms/step at C16 and 0.563 ms at C24, MLA 0.13 ms = 0.39 % of a 32.82 ms step at C16
+and 0.15 ms = 0.40 % of 35.98 ms at C24), writes them into Kineto and rocprofv3 CSV files, and
+this test checks that the report sums them back to the same figures. What can fail here: step
+splitting (annotation projection, idle-gap segmentation, the eager prefill step excluded), the
+per-step census and its site classification (69 KDA placement copies, metadata copies and
+same-size all-reduce staging copies that must NOT be counted), and the summing of the estimate.
+No public Kimi-K3 MI355X trace exists to check the figures against; the evidence from real
+traces is the H200 captures (tests/test_h200_traces.py) and the public samples
+(tests/test_public_samples.py).
 """
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ CONTRACT_PER_STEP = {"tokens", "period_ms", "gpu_span_ms", "copies", "other", "p
 CONTRACT_ESTIMATE = {"patch", "scope", "removed_per_step", "removable_ms", "removable_pct", "period_with_patch_ms"}
 
 
-def _check(run, profile, published_mla_ms, published_pct):
+def _check(run, profile, mla_ms_built_from, pct_built_from):
     assert CONTRACT_RUN <= set(run) and CONTRACT_PER_STEP <= set(run["per_step"])
     ps = run["per_step"]
     assert ps["post_proj"] == {"mla": 24, "kda": 69, "total": 93}
@@ -30,9 +37,9 @@ def _check(run, profile, published_mla_ms, published_pct):
     assert all(CONTRACT_ESTIMATE <= set(e) for e in est.values())
     assert est["mla"]["removed_per_step"] == 24 and est["kda"]["removed_per_step"] == 69
     assert est["all"]["removed_per_step"] == 93
-    # The published figures, at the precision they were published with.
-    assert round(est["mla"]["removable_ms"], 2) == published_mla_ms
-    assert round(est["mla"]["removable_pct"], 2) == published_pct
+    # Summed back: the figures the durations were solved from, at the precision they were published with.
+    assert round(est["mla"]["removable_ms"], 2) == mla_ms_built_from
+    assert round(est["mla"]["removable_pct"], 2) == pct_built_from
     assert est["all"]["removable_ms"] == pytest.approx(0.495 if profile is C16 else 0.563, abs=0.003)
     assert ps["period_ms"] == pytest.approx(profile.period_ms, rel=0.002)
     assert run["attribution"]["status"] == "ok"
@@ -40,7 +47,7 @@ def _check(run, profile, published_mla_ms, published_pct):
 
 
 @pytest.mark.parametrize("profile,mla_ms,pct", [(C16, 0.13, 0.39), (C24, 0.15, 0.40)])
-def test_kineto_rocprofiler_sdk_trace(tmp_path, profile, mla_ms, pct):
+def test_round_trip_kineto_rocprofiler_sdk(tmp_path, profile, mla_ms, pct):
     path = write_kineto(tmp_path / "rank0.json.gz", profile)
     out = cli_json("report", str(path), "--model", "kimi-k3")
     assert out["comparison"] is None
@@ -50,7 +57,7 @@ def test_kineto_rocprofiler_sdk_trace(tmp_path, profile, mla_ms, pct):
 
 
 @pytest.mark.parametrize("profile,mla_ms,pct", [(C16, 0.13, 0.39), (C24, 0.15, 0.40)])
-def test_rocprofv3_csv_without_markers(tmp_path, profile, mla_ms, pct):
+def test_round_trip_rocprofv3_csv_without_markers(tmp_path, profile, mla_ms, pct):
     # No markers, no API rows: steps from idle gaps, N from the blit grid (work-items).
     directory = write_rocprofv3_csv(tmp_path / "rocprof", profile)
     [run] = cli_json("report", str(directory), "--model", "kimi-k3")["runs"]
@@ -82,16 +89,3 @@ def test_wrong_layout_is_not_forced(tmp_path):
     [run] = cli_json("report", str(path), "--model", "kimi-linear-48b-a3b")["runs"]
     assert run["per_step"]["post_proj"]["total"] == 0
     assert run["attribution"]["status"] == "not-attributed"
-
-
-@pytest.mark.parametrize("name", [
-    "kineto_cupti_a100_cudagraph_rank0.json.gz", "kineto_cupti_b200_eager.json.gz",
-    "kineto_roctracer_mi250_rocm6_2_minitoy.json.gz", "kineto_roctracer_mi300x_sglang_qwen3_8b_decode.json.gz",
-    "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz", "rocprofv3_json_gfx950_mi350x_908_results.json.gz",
-    "nsys_sqlite_a100_cloverleaf_schema3.13.sqlite", "nsys_sqlite_a100_saxpy_mpi_schema2.9.sqlite"])
-def test_public_samples_report_what_they_hold(samples, name):
-    # None of these is a Kimi trace: the report must run, name its step rule, and not attribute.
-    [run] = cli_json("report", str(samples / name), "--model", "kimi-k3")["runs"]
-    assert run["steps"]["rule"]
-    assert run["per_step"]["post_proj"]["total"] == 0
-    assert run["attribution"]["status"] in ("not-attributed", "no-tokens", "ok", "partial") or run["steps"]["decode"] == 0
