@@ -15,11 +15,9 @@ from pathlib import Path
 import pytest
 
 from copyprof.capture.rundir import read_run_json
-from tests import test_run_e2e_vllm_cpu as e2e
 from tests.test_run_fake_server import write_fake_vllm
 
 REPO = Path(__file__).resolve().parents[1]
-vllm_cpu_python = e2e.vllm_cpu_python  # the e2e test's session fixture: under CI it installs the venv
 
 _SERVER = r'''
 import errno, gzip, json, os, resource, signal, subprocess, sys, threading, time

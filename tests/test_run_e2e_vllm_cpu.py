@@ -17,10 +17,10 @@ from the server's own log (the worker profiler logs the limit it was configured 
 when it stops itself), not only from copyprof's run.json.
 
 Environment: ``.venv-vllm-cpu/`` at the repo root (or ``$VLLM_CPU_VENV``), made by
-``tests/vllm_cpu/setup_venv.sh``. Under CI (``CI`` set) the session fixture runs that script
-itself (idempotent; ~2 min on a 2-core machine with a warm pip cache) and a failed install fails
-the test. Outside CI a missing venv skips the test with the command to run. Bounded: boot <= 600 s,
-every other wait <= 300 s, the whole command <= 900 s.
+``tests/vllm_cpu/setup_venv.sh``; when it is missing, tests/conftest.py starts that install in the
+background at the start of the session and the ``vllm_cpu_python`` fixture waits for it (a failed
+install fails the test; ``COPYPROF_TEST_VLLM_CPU=skip`` skips it). Bounded: boot <= 600 s, every
+other wait <= 300 s, the whole command <= 900 s.
 """
 from __future__ import annotations
 
@@ -34,33 +34,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-VENV = Path(os.environ.get("VLLM_CPU_VENV", REPO / ".venv-vllm-cpu"))
-SETUP = REPO / "tests" / "vllm_cpu" / "setup_venv.sh"
 TINY = REPO / "tests" / "vllm_cpu" / "tiny-llama"
 CONCURRENCY, STEPS = 4, 12
 DECODE_STEP = f"execute_context_0(0)_generation_{CONCURRENCY}({CONCURRENCY})"
-
-
-def _venv_works(python: Path) -> bool:
-    if not python.exists():
-        return False
-    probe = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
-                           capture_output=True, text=True, timeout=120)
-    return probe.returncode == 0 and probe.stdout.strip() == "0.32.0"
-
-
-@pytest.fixture(scope="session")
-def vllm_cpu_python() -> Path:
-    python = VENV / "bin" / "python"
-    if _venv_works(python):
-        return python
-    if not os.environ.get("CI"):
-        pytest.skip(f"vllm-cpu venv not found at {VENV}; create it with: bash {SETUP.relative_to(REPO)}")
-    proc = subprocess.run(["bash", str(SETUP), str(VENV)], capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0 or not _venv_works(python):
-        pytest.fail(f"CI: installing vllm-cpu failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                    f"{proc.stderr[-3000:]}")
-    return python
 
 
 def _user_annotations(path: Path) -> list[str]:

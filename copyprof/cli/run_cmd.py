@@ -107,7 +107,7 @@ def _python(path: str | None) -> str:
 @click.option("--repeat", type=int, default=1, help="Runs per arm.")
 @click.option("--interleave", is_flag=True, help="Alternate A and B runs (ABBA order).")
 @click.option("--decode-tokens", type=int, default=None,
-              help="Tokens per request (min = max, ignore_eos). Default: 2*steps + 256; streams are cancelled after the window.")
+              help="Tokens per request (min = max, ignore_eos). Default: 2*steps + 1024; streams are cancelled after the window.")
 @click.option("--with-stack/--no-with-stack", default=False, help="torch profiler Python stacks (costly; for eager attribution).")
 @click.option("--enforce-eager", is_flag=True,
               help="[vllm] the eager companion of a graph run: --enforce-eager, with stacks and shapes, so that "

@@ -103,9 +103,12 @@ class RunSpec:
 
         Must outlast: decode steps taken while later cohort members are still in prefill, the
         latency of ``/start_profile``, the window, and a tail. copyprof cancels the streams once
-        the window is flushed, so a generous value costs KV-cache room, not time.
+        the window is flushed, so a generous value costs KV-cache room, not time. 2*steps + 256
+        was not enough: on the CPU backend with a tiny model (~10 ms per step) and a loaded
+        2-core machine, a request finished its 280 tokens before a 12-step window had passed
+        (the profiler's start took seconds while the engine kept decoding).
         """
-        return self.decode_tokens if self.decode_tokens is not None else 2 * self.steps + 256
+        return self.decode_tokens if self.decode_tokens is not None else 2 * self.steps + 1024
 
     @property
     def max_model_len(self) -> int:
