@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,6 +89,19 @@ def note_missing(what: str, why: str) -> None:
     """Record an input a test would have used but cannot find here (printed at the end)."""
     if (what, why) not in _MISSING:
         _MISSING.append((what, why))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist, a worker hands its missing inputs to the controller, which prints them."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["copyprof_missing"] = list(_MISSING)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    for what, why in getattr(node, "workeroutput", {}).get("copyprof_missing", []):
+        note_missing(what, why)
 
 
 def _reason(report: pytest.TestReport) -> str:
