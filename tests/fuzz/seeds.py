@@ -192,8 +192,8 @@ def rocprof_v1_gz(src: Path, dest: Path) -> Path:
 
 def build_seeds(root: Path) -> dict[str, list[Seed]]:
     """Write the hand-made seeds under ``root`` (must not exist yet); return all seeds (hand-made first, then real) by format."""
+    from tests.readers.test_rocprofv3_rocpd import make_rocpd
     from tests.synth.kimi import C16, write_kineto, write_rocprofv3_csv
-    from tests.test_rocprofv3_rocpd import make_rocpd
 
     root.mkdir(parents=True)  # a new folder: seeds are never written over other files
     seeds: dict[str, list[Seed]] = {f: [] for f in FORMATS}

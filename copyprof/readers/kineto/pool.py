@@ -11,7 +11,7 @@ Order and correctness: pieces are handed round-robin and collected in the same o
 every result passes through the same :class:`~copyprof.readers.kineto.stream.PieceMerger` as the
 serial reader: a piece is accepted only when it starts at an accepted boundary and decodes;
 after a false cut the carried text is merged with the next piece and decoded here. So the
-table is the serial reader's table, chunk for chunk (tests/test_parallel.py).
+table is the serial reader's table, chunk for chunk (tests/readers/test_parallel.py).
 
 Needs the ``fork`` start method (Linux, macOS); elsewhere :func:`make_pool` returns None and
 the caller reads serially.

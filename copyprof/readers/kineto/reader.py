@@ -180,7 +180,7 @@ def table_frame(codes: np.ndarray, names: list[str], cols: dict[str, np.ndarray]
 
     make_table goes through object arrays for the categoricals and lets pandas consolidate
     (copy) the numeric columns; at 1.7 M rows that doubles peak memory. Same dtypes, same
-    categories, same values (tests/test_parallel.py checks it against make_table).
+    categories, same values (tests/readers/test_parallel.py checks it against make_table).
     """
     pd = pandas()
     n = len(codes)

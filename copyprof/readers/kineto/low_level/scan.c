@@ -20,7 +20,7 @@
  * non-string cat, a non-object args) are skipped and counted per field, as the Python path
  * drops exactly those fields and keeps the event (issue 15). Anything else (escaped keys or
  * names, duplicate keys the reader uses, floats out of range, ...) is declined, never
- * guessed. tests/test_kineto_native.py checks the two paths against each other on real
+ * guessed. tests/readers/test_kineto_native.py checks the two paths against each other on real
  * traces and on generated and mutated events. Rows, the side table and the value readers
  * are in _kineto_values.h.
  *

@@ -1,4 +1,4 @@
-"""The fault fake behind tests/test_capture_faults.py: a vLLM-like HTTP server whose knobs
+"""The fault fake behind tests/capture/test_capture_faults.py: a vLLM-like HTTP server whose knobs
 pick a fault and slow a phase down, a `copyprof run` child driven against it, and the four
 promises every faulted run must keep (assert_aftermath)."""
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from copyprof.capture.rundir import read_run_json
-from tests.test_run_fake_server import write_fake_vllm
+from tests.capture.test_run_fake_server import write_fake_vllm
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 _SERVER = r'''
 import errno, gzip, json, os, resource, signal, subprocess, sys, threading, time

@@ -17,7 +17,7 @@ from copyprof.capture.vllm.probe import kernel_env
 from copyprof.capture.vllm.traces import gzip_complete, rank_traces, wait_complete
 from copyprof.errors import CopyprofError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_prompts_share_prefix_and_have_distinct_suffixes() -> None:

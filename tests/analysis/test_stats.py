@@ -1,5 +1,5 @@
 """Statistics engine tests: estimators checked against brute force, the bootstrap interval and
-the MDE by simulation (the coverage of the intervals the report prints: tests/test_coverage.py).
+the MDE by simulation (the coverage of the intervals the report prints: tests/analysis/test_coverage.py).
 
 Simulations use fixed seeds, so every run draws the same numbers; the tolerances are still
 chosen as if they did not (bootstrap coverage 90-99 % over 200 replications, power 0.8 +- 0.07
@@ -140,7 +140,7 @@ def test_rejects_unequal_pairs_and_overlong_blocks() -> None:
 
 # -- interval coverage by simulation ---------------------------------------------------------
 
-# The rank, paired and batched intervals the report prints: tests/test_coverage.py (4,000
+# The rank, paired and batched intervals the report prints: tests/analysis/test_coverage.py (4,000
 # replications per case against exact expectations, both tails).
 
 def test_bootstrap_interval_covers() -> None:

@@ -16,7 +16,7 @@ import pytest
 from copyprof.errors import CopyprofError
 from copyprof.readers.rocprof_v1 import is_rocprof_v1_csv, read_rocprof_v1_csv
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 CSV = DATA / "rocprof_v1_results.csv"
 HEADER = CSV.read_text().splitlines()[0]
 

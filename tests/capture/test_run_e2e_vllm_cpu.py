@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "vllm_cpu" / "tiny-llama"
 CONCURRENCY, STEPS = 4, 12
 DECODE_STEP = f"execute_context_0(0)_generation_{CONCURRENCY}({CONCURRENCY})"

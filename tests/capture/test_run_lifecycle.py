@@ -1,6 +1,6 @@
 """`copyprof run` lifecycle against a fake vLLM server: success, boot crash, timeout, Ctrl-C, A/B order.
 
-The fake (tests/test_run_fake_server.py) is a real child process speaking HTTP on loopback, so
+The fake (tests/capture/test_run_fake_server.py) is a real child process speaking HTTP on loopback, so
 these tests exercise copyprof's process-group handling, probe, client and run.json updates for
 real; only vLLM itself is replaced.
 """
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from copyprof.capture.rundir import read_run_json
-from tests.capture_fault_fake import own_traceback
-from tests.test_run_fake_server import write_fake_vllm
+from tests.capture.capture_fault_fake import own_traceback
+from tests.capture.test_run_fake_server import write_fake_vllm
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _env(fake_root: Path, mode: str) -> dict[str, str]:

@@ -10,8 +10,8 @@ import pytest
 from copyprof.errors import CopyprofError
 from copyprof.readers import nsys_sqlite
 from copyprof.readers.nsys_sqlite import is_nsys, read_nsys
-from tests import nsys_db
-from tests.nsys_db import CLOVERLEAF, _db, _kernel, _need, gtid
+from tests.readers import nsys_db
+from tests.readers.nsys_db import CLOVERLEAF, _db, _kernel, _need, gtid
 
 handmade = nsys_db.handmade  # the fixture
 

@@ -10,8 +10,8 @@ splitting (annotation projection, idle-gap segmentation, the eager prefill step 
 per-step census and its site classification (69 KDA placement copies, metadata copies and
 same-size all-reduce staging copies that must NOT be counted), and the summing of the estimate.
 No public Kimi-K3 MI355X trace exists to check the figures against; the evidence from real
-traces is the H200 captures (tests/test_h200_traces.py) and the public samples
-(tests/test_public_samples.py).
+traces is the H200 captures (tests/analysis/test_h200_traces.py) and the public samples
+(tests/readers/test_public_samples.py).
 """
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from copyprof.readers.nsys_sqlite import is_nsys, read_nsys
-from tests import nsys_db
-from tests.nsys_db import CLOVERLEAF, SAXPY, _db, _kernel, _need, _runtime, gtid
+from tests.readers import nsys_db
+from tests.readers.nsys_db import CLOVERLEAF, SAXPY, _db, _kernel, _need, _runtime, gtid
 
 handmade = nsys_db.handmade  # the fixture
 

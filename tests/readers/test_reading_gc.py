@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.capture_fault_fake import REPO
+from tests.capture.capture_fault_fake import REPO
 
 
 def test_gc_is_enabled_again_and_the_read_is_frozen() -> None:

@@ -23,7 +23,7 @@ import pytest
 from copyprof.readers.kineto import native as kineto_native
 from copyprof.readers.kineto import read_kineto
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO.parent / "shared" / "sample_traces"
 KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "cuda_runtime": "runtime",
         "cuda_driver": "runtime"}

@@ -23,7 +23,7 @@ from copyprof.events import EventTableBuilder, Trace, TraceMeta
 from copyprof.reading import read_runs
 from copyprof.render.report_text import RENDERERS, ReportView, render_terminal
 
-MI350X = Path(__file__).resolve().parents[1].parent / "shared" / "sample_traces" / \
+MI350X = Path(__file__).resolve().parents[2].parent / "shared" / "sample_traces" / \
     "rocprofv3_json_gfx950_mi350x_908_results.json.gz"
 
 

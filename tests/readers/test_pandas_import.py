@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.capture_fault_fake import REPO
+from tests.capture.capture_fault_fake import REPO
 
 
 def _run(code: str) -> str:

@@ -10,9 +10,9 @@ import pytest
 from copyprof.errors import CopyprofError
 from copyprof.readers.rocprofv3_json import read_rocprofv3_json
 
-DATA = Path(__file__).parent / "data" / "rocprofv3" / "json"
+DATA = Path(__file__).parents[1] / "data" / "rocprofv3" / "json"
 SMALL = DATA / "1001_results.json"
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "sample_traces"
 SAMPLE_908 = SAMPLES / "rocprofv3_json_gfx950_mi350x_908_results.json.gz"
 needs_sample = pytest.mark.skipif(
     not SAMPLE_908.exists(), reason=f"real rocprofv3 sample not present at {SAMPLE_908}")

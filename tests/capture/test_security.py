@@ -31,9 +31,9 @@ import pytest
 
 from copyprof.capture.vllm.command import RunSpec, build_server_command
 from copyprof.capture.vllm.probe import VllmInfo
-from tests.test_run_fake_server import write_fake_vllm
+from tests.capture.test_run_fake_server import write_fake_vllm
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "copyprof"
 SHELL_CALLS = {("os", "system"), ("os", "popen"), ("subprocess", "getoutput"), ("subprocess", "getstatusoutput"),
                ("os", "execl"), ("os", "execlp"), ("os", "spawnl"), ("pty", "spawn")}

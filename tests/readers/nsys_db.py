@@ -1,6 +1,6 @@
 """Small Nsight Systems SQLite exports built from the real nsys DDL
 (tests/data/nsys_schema_subset.sql, copied from the samples' sqlite_master.sql), and where the
-public samples are: shared by tests/test_nsys_sqlite.py and tests/test_nsys_sqlite_damage.py."""
+public samples are: shared by tests/readers/test_nsys_sqlite.py and tests/readers/test_nsys_sqlite_damage.py."""
 from __future__ import annotations
 
 import sqlite3
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "sample_traces"
+SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "sample_traces"
 CLOVERLEAF = SAMPLES / "nsys_sqlite_a100_cloverleaf_schema3.13.sqlite"
 SAXPY = SAMPLES / "nsys_sqlite_a100_saxpy_mpi_schema2.9.sqlite"
-SCHEMA = Path(__file__).resolve().parent / "data" / "nsys_schema_subset.sql"
+SCHEMA = Path(__file__).resolve().parents[1] / "data" / "nsys_schema_subset.sql"
 
 
 def _need(path: Path) -> str:

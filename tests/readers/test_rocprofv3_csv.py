@@ -15,7 +15,7 @@ from copyprof.errors import CopyprofError
 from copyprof.events import COLUMNS
 from copyprof.readers.rocprofv3_csv import csv_groups, is_rocprofv3_csv, read_rocprofv3_csv
 
-DATA = Path(__file__).parent / "data" / "rocprofv3"
+DATA = Path(__file__).parents[1] / "data" / "rocprofv3"
 
 
 def _read_dir(d: Path):

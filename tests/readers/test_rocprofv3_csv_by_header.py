@@ -16,7 +16,7 @@ from copyprof.readers.discover import discover
 from copyprof.readers.rocprofv3_csv import csv_groups, domain_by_header
 from copyprof.reading import read_runs
 
-GEN3 = Path(__file__).parent / "data" / "rocprofv3" / "gen3"
+GEN3 = Path(__file__).parents[1] / "data" / "rocprofv3" / "gen3"
 RENAMED = {"908_kernel_trace.csv": "kernels.csv", "908_hip_api_trace.csv": "hip calls.csv",
            "908_marker_api_trace.csv": "markers.csv", "908_memory_copy_trace.csv": "copies.csv",
            "908_agent_info.csv": "gpus.csv"}

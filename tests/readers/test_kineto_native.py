@@ -35,7 +35,7 @@ from copyprof.readers.kineto.state import StreamState
 from copyprof.readers.kineto.stream import stream_event_chunks
 from tests.fuzz.mutate import ARG_FIELDS, BYTE_OPS, EVENT_FIELDS, WEIRD, byte_op
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO.parent / "shared" / "sample_traces"
 # The comparisons below need the scanner; whether it *should* be there is
 # test_the_scanner_is_built_and_in_use's question, which never skips for its absence alone.
