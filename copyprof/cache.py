@@ -36,7 +36,6 @@ import numpy as np
 from copyprof.cache_files import PACKAGE, cache_dir, code_hash_of, file_hash, identify
 from copyprof.cache_files import file_stat as _stat
 from copyprof.events import Trace, TraceMeta
-from copyprof.pandas_import import pandas
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -180,7 +179,7 @@ def _current_path(path: str, given: list[str], paths: tuple[str, ...]) -> str:
 
 def _columns(df: pd.DataFrame, i: int, arrays: dict[str, np.ndarray]) -> list[dict[str, Any]] | None:
     """Describe and collect ``df``'s columns; None when one cannot be stored without pickle."""
-    pd = pandas()
+    import pandas as pd
     if not isinstance(df.index, pd.RangeIndex) or df.index.start != 0 or df.index.step != 1:
         return None
     out = []
@@ -205,7 +204,7 @@ def _columns(df: pd.DataFrame, i: int, arrays: dict[str, np.ndarray]) -> list[di
 
 
 def _frame(npz: Any, i: int, columns: list[dict[str, Any]], rows: int) -> pd.DataFrame:
-    pd = pandas()
+    import pandas as pd
     data: dict[str, Any] = {}
     for c in columns:
         arr = npz[c["key"]]

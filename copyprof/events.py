@@ -45,8 +45,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from copyprof.pandas_import import pandas
-
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -178,7 +176,7 @@ class EventTableBuilder:
 
 def make_table(name_codes: np.ndarray, names: list[str], cols: dict[str, Any]) -> pd.DataFrame:
     """Assemble a table from name codes plus column sequences; missing columns get defaults."""
-    pd = pandas()
+    import pandas as pd
     n = len(name_codes)
     data: dict[str, Any] = {}
     data["kind"] = pd.Categorical(_col(cols, "kind", n, "kernel"), categories=KINDS)
@@ -216,7 +214,7 @@ def name_array(events: pd.DataFrame) -> np.ndarray:
     Cheaper than ``astype(str)``, which in pandas 3 builds an Arrow string array per call.
     """
     col = events["name"]
-    if isinstance(col.dtype, pandas().CategoricalDtype):
+    if col.dtype.name == "category":
         cats = col.cat.categories.to_numpy(dtype=object)
         codes = col.cat.codes.to_numpy()
         return cats[codes] if len(cats) else np.full(len(col), "", dtype=object)

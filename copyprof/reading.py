@@ -8,8 +8,8 @@ another, each with every core: one rank's text in flight at a time (flat memory)
 any size balanced. Every path gives the tables a plain serial read gives.
 
 Process setup lives here too, because it must be ordered around the pool: the workers fork
-before any other thread starts; pandas is imported on a thread while they decode
-(pandas_import.py); the cyclic GC is paused while reading and what is alive afterwards is
+before any other thread starts; pandas is imported after they fork (a worker needs none);
+the cyclic GC is paused while reading and what is alive afterwards is
 frozen. A command that owns its process (``own_process=True``) also sets pandas' string
 storage; a library caller's pandas options are left alone.
 """
@@ -43,7 +43,6 @@ def read_runs(paths: Iterable[str] | list[Source], *, jobs: int = 1, cache: bool
     goes on: call ``copyprof.cache.wait_for_writes()``); ``progress`` shows the reading (see
     ``ProgressDisplay``); ``own_process``: the caller is a copyprof command (see the module doc).
     """
-    from copyprof.pandas_import import import_in_background, pandas
     from copyprof.readers.kineto.columns import gc_paused
 
     items = list(paths)
@@ -52,15 +51,13 @@ def read_runs(paths: Iterable[str] | list[Source], *, jobs: int = 1, cache: bool
     configure = use_python_strings if own_process else _import_pandas
     try:
         with gc_paused():  # see settle_heap
-            if pool is None or not import_in_background(configure):  # overlaps the decoding
-                configure()
+            configure()
             with progress(sources) if progress else contextlib.nullcontext(None) as advance:
                 return read_sources(sources, pool=pool, cache=cache, progress=advance,
                                     background_writes=background_writes)
     finally:
         if pool is not None:
             pool.close()
-        pandas()  # the background import has finished, whatever happened
         if own_process:
             settle_heap()
 
@@ -113,6 +110,7 @@ def settle_heap() -> None:
 
 
 def _import_pandas() -> None:
+    """pandas imported while the GC is paused (see settle_heap), after the workers forked."""
     import pandas  # noqa: F401
 
 

@@ -25,7 +25,7 @@ def inspect_cmd(paths: tuple[str, ...], fmt: str, jobs: int | None, no_cache: bo
     from copyprof.readers.discover import discover
 
     traces = read_traces(discover(paths), jobs, not no_cache)
-    # pandas (imported by these) was imported while the traces were decoded (copyprof/pandas_import.py)
+    # Imported only now, after the decode workers forked (they need none of it).
     from copyprof.analysis.summary import summarize
     from copyprof.render.inspect_render import render_terminal, to_json
 

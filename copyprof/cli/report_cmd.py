@@ -42,8 +42,8 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
 
     try:
         traces = read_traces(sources, jobs, cache, background_writes=True)  # tables cached while we analyse
-        # The analysis (and pandas, at its import) only now: while the traces are decoded in
-        # worker processes, pandas is imported on a thread (copyprof/pandas_import.py).
+        # The analysis (numpy, pandas, scipy at its import) only now, after the decode workers forked:
+        # they need none of it.
         from copyprof.analysis.report import analyze_run
 
         return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps,

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from copyprof.events import name_array
-from copyprof.pandas_import import pandas
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -136,7 +135,9 @@ def copy_class(events: pd.DataFrame) -> pd.Series:
     out = np.where(is_memcpy & d2d_dir, "d2d", out)
     out = np.where(is_memcpy & ~d2d_dir, "other_copy", out)
     out = np.where(kind == "memset", "memset", out)
-    return pandas().Series(out, index=events.index, dtype=object)
+    import pandas as pd
+
+    return pd.Series(out, index=events.index, dtype=object)
 
 
 def d2d_mask(events: pd.DataFrame) -> np.ndarray:
@@ -161,7 +162,7 @@ def resolve_bytes_at(events: pd.DataFrame, rows: np.ndarray, cus: int | None = N
     """
     nbytes = events["bytes"].to_numpy()[rows].astype(np.int64)
     src_col = events["bytes_src"]
-    if isinstance(src_col.dtype, pandas().CategoricalDtype):  # through the codes: no string per event
+    if src_col.dtype.name == "category":  # through the codes: no string per event
         src = src_col.cat.categories.to_numpy(dtype=object)[src_col.cat.codes.to_numpy()[rows]]
     else:
         src = src_col.to_numpy(dtype=object)[rows]

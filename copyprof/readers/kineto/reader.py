@@ -35,7 +35,6 @@ from copyprof.events import (
     TraceMeta,
     narrowest_int,
 )
-from copyprof.pandas_import import pandas
 from copyprof.readers.files import DECOMPRESS_ERRORS, BlockStream, json_size, open_binary
 from copyprof.readers.kineto.chunk import ODD_FIELDS, ChunkResult, odd_fields_note
 from copyprof.readers.kineto.columns import Event, columnize, convert_event, gc_paused
@@ -182,7 +181,7 @@ def table_frame(codes: np.ndarray, names: list[str], cols: dict[str, np.ndarray]
     (copy) the numeric columns; at 1.7 M rows that doubles peak memory. Same dtypes, same
     categories, same values (tests/readers/test_parallel.py checks it against make_table).
     """
-    pd = pandas()
+    import pandas as pd
     n = len(codes)
     data: dict[str, Any] = {
         "kind": pd.Categorical.from_codes(cols.pop("kind_idx"), categories=KINDS),
