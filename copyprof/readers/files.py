@@ -18,7 +18,7 @@ import gzip
 import os
 import sqlite3
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from copyprof.errors import CopyprofError
@@ -87,6 +87,22 @@ def head_bytes(path: str, n: int = 65536) -> bytes:
             return b""
 
 
+def fill_from_blocks(view: memoryview, held: bytes, next_block: Callable[[], bytes]) -> tuple[int, bytes]:
+    """Fill ``view`` from ``held`` and then from ``next_block()`` until it is full or a block is
+    empty (the end); returns the bytes written and what is left of the last block."""
+    filled = 0
+    while filled < len(view):
+        if not held:
+            held = next_block()
+            if not held:
+                break
+        take = min(len(view) - filled, len(held))
+        view[filled : filled + take] = held[:take]
+        held = held[take:]
+        filled += take
+    return filled, held
+
+
 class BlockStream:
     """A file's decompressed content, by iteration (blocks) or :meth:`readinto`; remembers
     truncation. Use one of the two ways per instance.
@@ -149,16 +165,8 @@ class BlockStream:
         return self._careful_readinto(view)
 
     def _careful_readinto(self, view: memoryview) -> int:
-        filled = 0
-        while filled < len(view):
-            if not self._held:
-                self._held = next(self._careful, b"") if self._careful is not None else b""
-                if not self._held:
-                    break
-            take = min(len(view) - filled, len(self._held))
-            view[filled : filled + take] = self._held[:take]
-            self._held = self._held[take:]
-            filled += take
+        blocks = self._careful if self._careful is not None else iter(())
+        filled, self._held = fill_from_blocks(view, self._held, lambda: next(blocks, b""))
         self.bytes_read += filled
         if filled == 0:
             self.close()

@@ -26,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from copyprof.readers.files import fill_from_blocks
 from copyprof.readers.kineto.repair import FAILED, array_end, repair
 from copyprof.readers.kineto.state import StreamState
 from copyprof.readers.kineto.tail import finish_document, read_tail
@@ -163,16 +164,7 @@ class _IterReader:
         self._held = b""
 
     def readinto(self, view: memoryview) -> int:
-        filled = 0
-        while filled < len(view):
-            if not self._held:
-                self._held = next(self._it, b"")
-                if not self._held:
-                    break
-            take = min(len(view) - filled, len(self._held))
-            view[filled : filled + take] = self._held[:take]
-            self._held = self._held[take:]
-            filled += take
+        filled, self._held = fill_from_blocks(view, self._held, lambda: next(self._it, b""))
         return filled
 
 

@@ -253,7 +253,12 @@ static int lex_literal(Cur *c, const char *word, size_t n) {
 
 static int skip_value(Cur *c, int depth);
 
-static int skip_container(Cur *c, int depth, unsigned char close) {
+/* How a container's members are skipped: skip_value (any JSON) or values.h's skip_checked
+ * (numbers checked as msgspec would read them). */
+typedef int (*SkipFn)(Cur *c, int depth);
+
+/* Skip the array or object at c->p (its opening bracket), each member with `skip`. */
+static int skip_members(Cur *c, int depth, unsigned char close, SkipFn skip) {
     if (depth >= MAX_DEPTH) DECLINE(c, "nesting too deep");
     c->p++;
     skip_ws(c);
@@ -269,13 +274,17 @@ static int skip_container(Cur *c, int depth, unsigned char close) {
             c->p++;
             skip_ws(c);
         }
-        if (skip_value(c, depth + 1) < 0) return -1;
+        if (skip(c, depth + 1) < 0) return -1;
         skip_ws(c);
         if (c->p >= c->end) DECLINE(c, "unterminated container");
         if (*c->p == ',') { c->p++; continue; }
         if (*c->p == close) { c->p++; return 0; }
         DECLINE(c, "expected ',' or a closing bracket");
     }
+}
+
+static int skip_container(Cur *c, int depth, unsigned char close) {
+    return skip_members(c, depth, close, skip_value);
 }
 
 static int skip_value(Cur *c, int depth) {

@@ -88,29 +88,7 @@ static int skip_checked(Cur *c, int depth) {
     unsigned char ch = *c->p;
     if (ch == '-' || (ch >= '0' && ch <= '9')) return skip_number_checked(c);
     if (ch != '[' && ch != '{') return skip_value(c, depth);
-    if (depth >= MAX_DEPTH) DECLINE(c, "nesting too deep");
-    unsigned char close = ch == '[' ? ']' : '}';
-    c->p++;
-    skip_ws(c);
-    if (c->p < c->end && *c->p == close) { c->p++; return 0; }
-    for (;;) {
-        skip_ws(c);
-        if (close == '}') {
-            const unsigned char *s; Py_ssize_t n; int esc;
-            if (c->p >= c->end || *c->p != '"') DECLINE(c, "expected a key");
-            if (lex_string(c, &s, &n, &esc) < 0) return -1;
-            skip_ws(c);
-            if (c->p >= c->end || *c->p != ':') DECLINE(c, "expected ':'");
-            c->p++;
-            skip_ws(c);
-        }
-        if (skip_checked(c, depth + 1) < 0) return -1;
-        skip_ws(c);
-        if (c->p >= c->end) DECLINE(c, "unterminated container");
-        if (*c->p == ',') { c->p++; continue; }
-        if (*c->p == close) { c->p++; return 0; }
-        DECLINE(c, "expected ',' or a closing bracket");
-    }
+    return skip_members(c, depth, ch == '[' ? ']' : '}', skip_checked);
 }
 
 static int skip_odd(Cur *c, Tables *t, int code) {
