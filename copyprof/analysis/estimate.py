@@ -75,7 +75,7 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
         if gbps is not None and peak_gbps:
             bound = "bandwidth" if gbps >= 0.25 * peak_gbps else "launch/latency"
         layers = g["layer"][g["layer"] > 0]
-        kinds_seen = sorted(set(g["kind"].tolist()) - {""})
+        kinds_seen = sorted(set(g["kind"].unique().tolist()) - {""})
         rows.append(Site(
             site=str(site), bytes=int(nbytes), bytes_src=str(src), per_step=len(g) / n_steps,
             median_us=med_us, ms_per_step=float(us.sum()) / 1e3 / n_steps,

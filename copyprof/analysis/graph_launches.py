@@ -94,7 +94,7 @@ def _count_ops(events: pd.DataFrame, corr: np.ndarray, steps: Steps | None, n_op
     order = np.argsort(corr, kind="stable")
     keys = corr[order]
     kind = events["kind"]
-    gpu_codes = [i for i, k in enumerate(kind.cat.categories) if k in GPU_KINDS]
+    gpu_kind = np.array([k in GPU_KINDS for k in kind.cat.categories] + [False], dtype=bool)  # by code; -1: none
     kind_codes = kind.cat.codes.to_numpy()
     on_gpu = events["on_gpu"].to_numpy()
     corr_all = events["correlation"].to_numpy()
@@ -108,7 +108,7 @@ def _count_ops(events: pd.DataFrame, corr: np.ndarray, steps: Steps | None, n_op
     pairs: list[np.ndarray] = []  # (launch, graph id, node id) of ops that carry a node id
     for lo in range(0, len(corr_all), ROWS_PER_PASS):
         block = slice(lo, lo + ROWS_PER_PASS)
-        gpu = lo + np.flatnonzero(on_gpu[block] & np.isin(kind_codes[block], gpu_codes))
+        gpu = lo + np.flatnonzero(on_gpu[block] & gpu_kind[kind_codes[block]])
         if not len(gpu):
             continue
         last = max(last, int(start_all[gpu].max()))

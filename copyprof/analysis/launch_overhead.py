@@ -139,14 +139,20 @@ def _per_step(launches: GraphLaunches, counted: np.ndarray, table: pd.DataFrame,
     calls["lo"] = np.minimum(calls.groupby("step")["start"].transform("min"), calls["lo_step"])
     a = np.maximum(calls["start"].to_numpy(), calls["lo"].to_numpy())
     b = np.minimum(calls["end"].to_numpy(), calls["hi"].to_numpy())
-    calls["idle"] = np.where(b > a, (b - a) - busy.between(calls["step"].to_numpy(), a, b), 0)
-    per = calls.groupby("step").agg(launches=("dur", "size"), call_ns=("dur", "sum"), idle_ns=("idle", "sum"),
-                                    lo=("lo", "min"), hi=("hi", "max"))
+    per = calls.groupby("step").agg(launches=("dur", "size"), call_ns=("dur", "sum"), lo=("lo", "min"),
+                                    hi=("hi", "max"))
     period = steps.loc[per.index, "period_ns"].astype(float)
     window = (per["hi"] - per["lo"]).astype(float)
     span = period.where(period.notna() & (period > 0), window)
     start = steps.loc[per.index, "start_ns"].to_numpy(dtype=np.int64)
-    in_step = busy.between(per.index.to_numpy(), start, start + span.fillna(0).to_numpy(dtype=np.int64))
+    # Both questions (busy time inside each call, busy time in each step) in one pass over the
+    # steps' ops: each chunk's timeline is built once.
+    n_calls = len(calls)
+    busy_ns = busy.between(np.concatenate((calls["step"].to_numpy(), per.index.to_numpy())), np.concatenate((a, start)),
+                           np.concatenate((b, start + span.fillna(0).to_numpy(dtype=np.int64))))
+    calls["idle"] = np.where(b > a, (b - a) - busy_ns[:n_calls], 0)
+    per["idle_ns"] = calls.groupby("step")["idle"].sum()
+    in_step = busy_ns[n_calls:]
     per["share"] = (per["idle_ns"] / span).where(span > 0)
     per["busy"] = (pd.Series(in_step, index=per.index) / span).where(span > 0)
     per["period_ns"] = span

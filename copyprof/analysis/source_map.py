@@ -84,12 +84,13 @@ def by_source(copies: pd.DataFrame) -> list[BySource]:
     steps = max(copies["step"].nunique(), 1)
     out = []
     for source, g in copies.groupby(copies["source"].fillna(""), sort=False):
-        kinds = sorted(set(g["kind"].tolist()) - {""})
+        kinds = sorted(set(g["kind"].unique().tolist()) - {""})
+        nbytes = g["bytes"].to_numpy()
         out.append(BySource(
             source=source or None, stack=list(g["stack"].iloc[0]) if source else [],
             per_step=len(g) / steps, ms_per_step=float(g["dur_ns"].sum()) / 1e6 / steps,
-            sites=sorted(set(g["site"].astype(str).tolist())), layer_kinds=kinds,
+            sites=sorted(set(g["site"].astype(str).unique().tolist())), layer_kinds=kinds,
             layers=int(g.loc[g["layer"] > 0, "layer"].nunique()),
-            bytes=sorted({int(b) for b in g["bytes"].tolist() if b >= 0}),
+            bytes=[int(b) for b in np.unique(nbytes[nbytes >= 0])],
             note="" if source else str(g["why"].iloc[0])))
     return sorted(out, key=lambda b: (b.source is None, -b.ms_per_step))

@@ -103,8 +103,8 @@ def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int |
     if per_op:
         o_code = codes_all[rows]
         kind_codes = events["kind"].cat.codes.to_numpy()[rows]
-        wanted = [i for i, k in enumerate(events["kind"].cat.categories) if k in ("kernel", "memset")]
-        o_struct = np.isin(kind_codes, wanted)
+        structural = np.array([k in ("kernel", "memset") for k in events["kind"].cat.categories] + [False], dtype=bool)
+        o_struct = structural[kind_codes]  # by kind code: a lookup, not a sort
         o_struct[c_pos] = False
     return StepOps(
         categories=categories, step_ids=step_ids, op_first=op_first, n_ops=n_ops, mla_at=mla_at, kda_at=kda_at,
@@ -158,7 +158,7 @@ def _wanted_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> np.
     on_gpu = events["on_gpu"].to_numpy()
     kind = events["kind"]
     kind_codes = kind.cat.codes.to_numpy()
-    gpu_codes = [i for i, k in enumerate(kind.cat.categories) if k in GPU_KINDS]
+    gpu_kind = np.array([k in GPU_KINDS for k in kind.cat.categories] + [False], dtype=bool)  # by code; -1: none
     device = events["device"].to_numpy() if steps.device >= 0 else None
     counted = np.asarray(counted, dtype=np.int64)
     wanted = np.zeros(max(int(step_of.max(initial=-1)), int(counted.max(initial=-1))) + 2, dtype=bool)
@@ -166,7 +166,7 @@ def _wanted_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> np.
     mask = np.empty(len(on_gpu), dtype=bool)
     for lo in range(0, len(on_gpu), ROWS_PER_PASS):
         block = slice(lo, lo + ROWS_PER_PASS)
-        mask[block] = on_gpu[block] & np.isin(kind_codes[block], gpu_codes) & wanted[step_of[block] + 1]
+        mask[block] = on_gpu[block] & gpu_kind[kind_codes[block]] & wanted[step_of[block] + 1]
         if device is not None:
             mask[block] &= device[block] == steps.device
     return mask
