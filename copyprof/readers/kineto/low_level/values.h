@@ -97,6 +97,21 @@ static int skip_odd(Cur *c, Tables *t, int code) {
     return 0;
 }
 
+/* Note the value from `start` to the cursor in the side table: its row, field, length and
+ * offset, for the Python side to read. */
+static int note_side(Cur *c, Tables *t, int field, const unsigned char *start) {
+    if (c->p - start > INT32_MAX) DECLINE(c, "value too long");
+    if (t->n_side == t->cap_side) {
+        Py_ssize_t cap = t->cap_side ? t->cap_side * 2 : 256;
+        Side *grown = PyMem_Realloc(t->side, (size_t)cap * sizeof(Side));
+        if (!grown) DECLINE(c, "out of memory");
+        t->side = grown; t->cap_side = cap;
+    }
+    Side e = {t->row, field, (int32_t)(c->p - start), start - c->base};
+    t->side[t->n_side++] = e;
+    return 0;
+}
+
 /* Another value msgspec accepts in an id/time field (int | float | str | None): a string,
  * a float in range, a null, an integer beyond int64; noted in the side table. Declines
  * other types and numbers out of double range (msgspec fails on them: 1e400, true, []). */
@@ -121,16 +136,7 @@ static int read_odd(Cur *c, Tables *t, int field) {
     } else if (ch == '[' || ch == '{' || ch == 't' || ch == 'f') {
         return skip_odd(c, t, odd_code(field));  /* msgspec: int | float | str | None rejects these */
     } else DECLINE(c, "number field of an unexpected type");
-    if (c->p - start > INT32_MAX) DECLINE(c, "value too long");
-    if (t->n_side == t->cap_side) {
-        Py_ssize_t cap = t->cap_side ? t->cap_side * 2 : 256;
-        Side *grown = PyMem_Realloc(t->side, (size_t)cap * sizeof(Side));
-        if (!grown) DECLINE(c, "out of memory");
-        t->side = grown; t->cap_side = cap;
-    }
-    Side e = {t->row, field, (int32_t)(c->p - start), start - c->base};
-    t->side[t->n_side++] = e;
-    return 0;
+    return note_side(c, t, field, start);
 }
 
 /* An id field: an int64 integer, or -1 and a side-table entry (read_odd). */
@@ -209,14 +215,5 @@ static int read_dims(Cur *c, Tables *t, int code, int64_t dims[3]) {
 static int note_raw(Cur *c, Tables *t, int field) {
     const unsigned char *start = c->p;
     if (skip_value(c, 2) < 0) return -1;
-    if (c->p - start > INT32_MAX) DECLINE(c, "value too long");
-    if (t->n_side == t->cap_side) {
-        Py_ssize_t cap = t->cap_side ? t->cap_side * 2 : 256;
-        Side *grown = PyMem_Realloc(t->side, (size_t)cap * sizeof(Side));
-        if (!grown) DECLINE(c, "out of memory");
-        t->side = grown; t->cap_side = cap;
-    }
-    Side e = {t->row, field, (int32_t)(c->p - start), start - c->base};
-    t->side[t->n_side++] = e;
-    return 0;
+    return note_side(c, t, field, start);
 }
