@@ -40,6 +40,7 @@ copy_dir        category  memcpy direction: DtoD, PtoP, HtoD, DtoH, HtoH, ... ("
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -206,6 +207,13 @@ def _col(cols: dict[str, Any], key: str, n: int, default: Any) -> Any:
     if len(values) != n:
         raise ValueError(f"column {key} has {len(values)} values, expected {n}")
     return values
+
+
+def code_mask(col: pd.Series, wanted: Collection[str]) -> np.ndarray:
+    """For each code of the categorical ``col``, whether its value is in ``wanted``, plus a last
+    False so that ``mask[codes]`` reads False for code -1 (a missing value): a lookup per row
+    where ``np.isin`` on the codes would sort them."""
+    return np.array([str(v) in wanted for v in col.cat.categories] + [False], dtype=bool)
 
 
 def name_array(events: pd.DataFrame) -> np.ndarray:

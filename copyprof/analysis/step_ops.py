@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from copyprof.analysis.steps import GPU_KINDS, ROWS_PER_PASS, Steps, positions
+from copyprof.events import code_mask
 from copyprof.taxonomy.anchors import anchor_kind
 from copyprof.taxonomy.copies import d2d_mask, resolve_bytes_at
 
@@ -103,8 +104,7 @@ def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int |
     if per_op:
         o_code = codes_all[rows]
         kind_codes = events["kind"].cat.codes.to_numpy()[rows]
-        structural = np.array([k in ("kernel", "memset") for k in events["kind"].cat.categories] + [False], dtype=bool)
-        o_struct = structural[kind_codes]  # by kind code: a lookup, not a sort
+        o_struct = code_mask(events["kind"], ("kernel", "memset"))[kind_codes]
         o_struct[c_pos] = False
     return StepOps(
         categories=categories, step_ids=step_ids, op_first=op_first, n_ops=n_ops, mla_at=mla_at, kda_at=kda_at,
@@ -158,7 +158,7 @@ def _wanted_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> np.
     on_gpu = events["on_gpu"].to_numpy()
     kind = events["kind"]
     kind_codes = kind.cat.codes.to_numpy()
-    gpu_kind = np.array([k in GPU_KINDS for k in kind.cat.categories] + [False], dtype=bool)  # by code; -1: none
+    gpu_kind = code_mask(kind, GPU_KINDS)
     device = events["device"].to_numpy() if steps.device >= 0 else None
     counted = np.asarray(counted, dtype=np.int64)
     wanted = np.zeros(max(int(step_of.max(initial=-1)), int(counted.max(initial=-1))) + 2, dtype=bool)
