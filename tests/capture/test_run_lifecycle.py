@@ -118,6 +118,21 @@ def test_ctrl_c_stops_server_and_records_status(tmp_path: Path) -> None:
     assert not [ln for ln in out.splitlines() if "api_server" in ln and f"--port {port}" in ln]
 
 
+def test_server_stops_at_sigint_when_copyprof_ignores_sigint(tmp_path: Path) -> None:
+    # Started by nohup or as a script's background job, copyprof inherits SIGINT ignored, and an
+    # ignored signal survives exec: unless copyprof's spawn resets it, the server ignores the
+    # graceful SIGINT and is only stopped by SIGTERM a grace period (60 s) later.
+    fake = write_fake_vllm(tmp_path / "fake")
+    ignoring = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                "os.execv(sys.executable, [sys.executable, '-m', 'copyprof', *sys.argv[1:]])")
+    cmd = [sys.executable, "-c", ignoring, "run", "--model", "fake/model", "--tp", "1", "--concurrency", "2",
+           "--prefix-len", "32", "--suffix-len", "8", "--steps", "3", "--decode-tokens", "1000",
+           "--out", str(tmp_path / "out"), "--boot-timeout", "20", "--timeout", "30"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(fake, "ok"), cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert read_run_json(_only_run_dir(tmp_path))["server_stop"] == "SIGINT"
+
+
 def test_ab_interleave_runs_abba_with_two_pythons(tmp_path: Path) -> None:
     proc = _run(tmp_path, "ok", "--python", sys.executable, "--python-b", sys.executable, "--label", "A",
                 "--label-b", "B", "--repeat", "2", "--interleave", "--steps", "3", timeout=300)
