@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from copyprof.events import name_array
-
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -182,22 +180,39 @@ def resolve_bytes_at(events: pd.DataFrame, rows: np.ndarray, cus: int | None = N
         nbytes[take] = all_bytes[rt[first[at[take]]]]
         src[take] = "runtime"
         need &= ~take
-    # 2) launch geometry.
-    gx = events["grid_x"].to_numpy()[rows].astype(np.int64)
-    bx = events["block_x"].to_numpy()[rows].astype(np.int64)
-    names = name_array(events.iloc[rows[need & (gx > 0)]]) if (need & (gx > 0)).any() else []
-    for i, name in zip(np.flatnonzero(need & (gx > 0)), names):
-        if name.startswith("memcpy"):
-            nbytes[i] = gx[i] * (bx[i] if bx[i] > 0 else 256) * 4
-            src[i] = "grid"
-        elif name.startswith("__amd_rocclr_copyBuffer") and "Rect" not in name and "Batch" not in name:
-            wg = bx[i] if bx[i] > 0 else 512
-            work_items = gx[i] * wg
-            if cus and work_items >= cus * wg:
-                continue  # saturated grid: bytes not recoverable
-            nbytes[i] = work_items * (16 if wg == 512 else 4)
-            src[i] = "grid-bound"
+    # 2) launch geometry (vectorised: a census asks this for tens of thousands of copies).
+    at = np.flatnonzero(need & (events["grid_x"].to_numpy()[rows] > 0))
+    if not len(at):
+        return nbytes, src
+    gx = events["grid_x"].to_numpy()[rows[at]].astype(np.int64)
+    bx = events["block_x"].to_numpy()[rows[at]].astype(np.int64)
+    memcpy, blit = _geometry_kernels(events, rows[at])
+    nbytes[at[memcpy]] = gx[memcpy] * np.where(bx[memcpy] > 0, bx[memcpy], 256) * 4
+    src[at[memcpy]] = "grid"
+    wg = np.where(bx > 0, bx, 512)
+    work_items = gx * wg
+    if cus:
+        blit &= work_items < cus * wg  # a saturated grid: bytes not recoverable
+    nbytes[at[blit]] = work_items[blit] * np.where(wg[blit] == 512, 16, 4)
+    src[at[blit]] = "grid-bound"
     return nbytes, src
+
+
+def _geometry_kernels(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For the events at ``rows``: a CUDA ``memcpy*`` copy kernel, and a rocclr linear blit (not
+    Rect, not Batch) — the two whose launch geometry gives their size. Judged once per name."""
+    col = events["name"]
+    if col.dtype.name == "category":
+        names, codes = col.cat.categories, col.cat.codes.to_numpy()[rows]
+    else:
+        names, codes = np.unique(col.to_numpy(dtype=object)[rows].astype(str), return_inverse=True)
+    memcpy = np.zeros(len(names) + 1, dtype=bool)  # the extra last entry: code -1 (no name)
+    blit = np.zeros(len(names) + 1, dtype=bool)
+    for code in np.unique(codes).tolist():
+        name = str(names[code]) if code >= 0 else ""
+        memcpy[code] = name.startswith("memcpy")
+        blit[code] = name.startswith("__amd_rocclr_copyBuffer") and "Rect" not in name and "Batch" not in name
+    return memcpy[codes], blit[codes]
 
 
 def bytes_match(nbytes: np.ndarray, bytes_src: np.ndarray, target: int) -> np.ndarray:
