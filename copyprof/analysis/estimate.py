@@ -105,6 +105,8 @@ def _where(site: str, layers: pd.Series, kinds: tuple[str, ...], seen: list[str]
     if site == "placement" and len(seen) == 1:
         return f"{kind_label(seen[0])} layers, before the output projection"
     if layers.empty:
+        if site == "post-proj":  # a post-projection copy's size, but no layer: not in the post-projection count
+            return "size of a post-projection copy, layer unknown: not counted as post-projection"
         return "outside the decoder layers" if kinds and mapped else "not placed (no attribution)"
     lo, hi = int(layers.min()), int(layers.max())
     return f"layer {lo}" if lo == hi else f"layers {lo}–{hi}"

@@ -157,6 +157,10 @@ def test_a_training_step_whose_kernel_counts_happen_to_fit_is_not_cut_into_layer
     assert run["attribution"]["status"] == "not-attributed"
     assert "only 30 of 93 with their kind's usual length" in run["attribution"]["message"]
     assert run["per_step"]["post_proj"]["total"] == 0
+    # Its one 14,680,064-byte copy has the size of K3's [1024, 7168] bf16 post-projection copy; with
+    # no layers it is listed by size but says it is not in the post-projection count above.
+    [by_size] = [s for s in run["sites"] if s["site"] == "post-proj"]
+    assert by_size["bytes"] == 1024 * 7168 * 2 and "not counted as post-projection" in by_size["where"]
 
 
 def test_one_coincidental_clock_is_refused_and_a_regular_step_is_kept():
