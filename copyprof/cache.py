@@ -27,6 +27,7 @@ import json
 import os
 import tempfile
 import threading
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,7 +128,7 @@ class TableCache:
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-", suffix=".npz")
             try:
                 with os.fdopen(fd, "wb") as fh:
-                    np.savez(fh, **arrays)
+                    _write_npz(fh, arrays)
                 os.replace(tmp, self._entry(fmt, paths))
             except BaseException:
                 os.unlink(tmp)
@@ -149,6 +150,19 @@ class TableCache:
                 total -= size
         except (OSError, ValueError):
             pass
+
+
+def _write_npz(fh: Any, arrays: dict[str, np.ndarray]) -> None:
+    """What ``np.savez`` writes (an uncompressed zip of ``.npy`` members, read by ``np.load``),
+    but each array's bytes go to the zip straight from its buffer. Why: ``np.savez`` into a zip
+    member copies every array through ``tobytes`` in chunks of up to 16 MiB, and on a first
+    report that copy of the largest column (start_ns, 8.8 MB on the 1 GB trace) was the peak."""
+    with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for key, arr in arrays.items():
+            arr = np.ascontiguousarray(arr)
+            with zf.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array_header_1_0(member, np.lib.format.header_data_from_array_1_0(arr))
+                member.write(memoryview(arr).cast("B"))
 
 
 def snapshot(paths: tuple[str, ...]) -> list[dict[str, Any]]:
