@@ -210,5 +210,11 @@ def test_real_vllm_ctrl_c_in_the_window(tmp_path: Path, vllm_cpu_python: Path) -
     run.proc.send_signal(signal.SIGINT)
     code, err = run.finish(timeout=400)
     assert code == 130 and not own_traceback(err), err[-3000:]
-    data = assert_aftermath(run.run_dir(), "interrupted (Ctrl-C)", "profile window")
-    assert data["server_stop"] in ("SIGINT", "SIGTERM", "exited"), data["server_stop"]
+    data = assert_aftermath(run.run_dir(), "interrupted (Ctrl-C)", "profile window")  # the group is gone
+    # A graceful stop, unless the Ctrl-C caught a request (e.g. /start_profile) in flight to the
+    # engine that the shutdown kills: vLLM 0.32's HTTP server then waits for that request forever
+    # ("Waiting for background tasks to complete"; its launcher ignores every further SIGINT and
+    # SIGTERM), and only the SIGKILL of the escalation ends it (seen once, 2026-12-01).
+    stuck = "Waiting for background tasks to complete" in (run.run_dir() / "server.log").read_text()
+    assert data["server_stop"] in ("SIGINT", "SIGTERM", "exited") or (stuck and data["server_stop"] == "SIGKILL"), \
+        data["server_stop"]
