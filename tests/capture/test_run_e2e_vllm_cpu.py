@@ -53,9 +53,10 @@ def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp
            "--python", str(vllm_cpu_python), "--tp", "1", "--concurrency", str(CONCURRENCY),
            "--prefix-len", "64", "--suffix-len", "16", "--steps", str(STEPS), "--label", "e2e", "--with-stack",
            "--out", str(out), "--boot-timeout", "600", "--timeout", "300",
-           # The CPU backend reserves --gpu-memory-utilization of *host* memory for the KV cache;
-           # its default (0.92) does not fit next to the test runner on a 24 GiB machine.
-           "--", "--gpu-memory-utilization", "0.25"]
+           # The CPU backend reserves host memory for the KV cache (--gpu-memory-utilization of it,
+           # default 0.92, which does not fit next to the test runner on a 24 GiB machine): 512 MiB
+           # is ~500,000 tokens of this model, and is not several GiB to zero at every boot.
+           "--", "--kv-cache-memory-bytes", str(512 << 20)]
     env = {**os.environ, "CI": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
     assert proc.returncode == 0, f"copyprof run failed ({proc.returncode}):\n{proc.stderr[-5000:]}"
