@@ -71,6 +71,12 @@ class _Progress:
             self.status = None
 
 
+def _positions(summary: dict[str, object]) -> int | None:
+    """The model's ``max_position_embeddings`` from its config summary (None where not read)."""
+    value = summary.get("max_position_embeddings")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def _label(text: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-.") or "run"
     return cleaned[:120] if cleaned[0].isalnum() else "r" + cleaned[:119]
@@ -107,7 +113,8 @@ def _python(path: str | None) -> str:
 @click.option("--repeat", type=int, default=1, help="Runs per arm.")
 @click.option("--interleave", is_flag=True, help="Alternate A and B runs (ABBA order).")
 @click.option("--decode-tokens", type=int, default=None,
-              help="Tokens per request (min = max, ignore_eos). Default: 2*steps + 1024; streams are cancelled after the window.")
+              help="Tokens per request (min = max, ignore_eos). Default: 2*steps + 4096, within the model's "
+                   "max_position_embeddings; streams are cancelled after the window.")
 @click.option("--with-stack/--no-with-stack", default=False, help="torch profiler Python stacks (costly; for eager attribution).")
 @click.option("--enforce-eager", is_flag=True,
               help="[vllm] the eager companion of a graph run: --enforce-eager, with stacks and shapes, so that "
@@ -169,7 +176,8 @@ def run_cmd(model: str | None, engine: str, tp: int | None, concurrency: int, pr
     spec = RunSpec(model=resolved.arg, tp=tp, concurrency=concurrency, prefix_len=prefix_len, suffix_len=suffix_len,
                    steps=steps, decode_tokens=decode_tokens, profiler=profiler, dummy=dummy,
                    with_stack=with_stack or enforce_eager, record_shapes=enforce_eager, enforce_eager=enforce_eager,
-                   rocprof_formats=tuple(dict.fromkeys(rocprof_formats)), extra_args=tuple(vllm_args))
+                   rocprof_formats=tuple(dict.fromkeys(rocprof_formats)), extra_args=tuple(vllm_args),
+                   model_max_positions=_positions(resolved.summary))
     spec.validate()
     if (label_b or interleave) and not python_b:
         raise CopyprofError("--label-b and --interleave need --python-b (the second arm's vLLM environment)")

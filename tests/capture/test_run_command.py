@@ -153,6 +153,19 @@ def test_spec_validation(kwargs, message) -> None:
         RunSpec(model="m", **kwargs).validate()
 
 
+def test_default_tokens_outlast_a_slow_window_start_within_the_models_positions() -> None:
+    # 2*steps + 4096 per request: 1048 ran out before a 12-step window on a loaded CPU backend
+    # (~115 tokens/s per stream, the profiler's start taking seconds). Never past the model's
+    # positions, where the config says them: vLLM refuses a --max-model-len above them.
+    spec = RunSpec(model="m", prefix_len=64, suffix_len=16, steps=12)
+    assert spec.max_tokens == 24 + 4096 and spec.max_model_len == 64 + 16 + 24 + 4096 + 16
+    tiny = RunSpec(model="m", prefix_len=64, suffix_len=16, steps=12, model_max_positions=2048)
+    assert tiny.max_tokens == 2048 - 64 - 16 - 16 and tiny.max_model_len == 2048
+    # A prompt that leaves no room for the window: the cap is not applied, vLLM says why it refuses.
+    assert RunSpec(model="m", prefix_len=2040, suffix_len=16, steps=12, model_max_positions=2048).max_tokens == 24 + 4096
+    assert RunSpec(model="m", steps=12, decode_tokens=40, model_max_positions=2048).max_tokens == 40
+
+
 def test_argv_is_a_list_of_strings(tmp_path: Path) -> None:
     for prof in ("torch", "rocprofv3", "nsys"):
         cmd = build(RunSpec(model="a model; rm -rf /", profiler=prof), info("0.32.0", FIELDS_NEW), tmp_path)

@@ -64,6 +64,10 @@ def parse_version(text: str | None) -> tuple[int, int, int] | None:
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
 
 
+DEFAULT_SLACK_TOKENS = 4096  # tokens per request beyond 2 x steps, unless --decode-tokens (RunSpec.max_tokens)
+MODEL_LEN_MARGIN = 16  # --max-model-len beyond prompt + tokens
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """What the user asked for, in vLLM's terms (model already resolved to a path or id)."""
@@ -82,6 +86,7 @@ class RunSpec:
     enforce_eager: bool = False  # the eager companion of a graph run: no graphs, each copy with its stack
     rocprof_formats: tuple[str, ...] = ("csv",)
     extra_args: tuple[str, ...] = ()
+    model_max_positions: int | None = None  # the config's max_position_embeddings, where it was read
 
     def validate(self) -> None:
         for name in ("tp", "concurrency", "steps"):
@@ -103,16 +108,25 @@ class RunSpec:
 
         Must outlast: decode steps taken while later cohort members are still in prefill, the
         latency of ``/start_profile``, the window, and a tail. copyprof cancels the streams once
-        the window is flushed, so a generous value costs KV-cache room, not time. 2*steps + 256
-        was not enough: on the CPU backend with a tiny model (~10 ms per step) and a loaded
-        2-core machine, a request finished its 280 tokens before a 12-step window had passed
-        (the profiler's start took seconds while the engine kept decoding).
+        the window is flushed, so a generous value costs KV-cache room, not time. Slack of 256,
+        then 1024 tokens was not enough: on the CPU backend with a tiny model (~115 tokens/s per
+        stream) on a loaded 2-core machine, requests finished 280, then 1048 tokens before a
+        12-step window began (the profiler's start took seconds while the engine kept
+        decoding). 4096 tokens of slack, but never past the model's positions (vLLM refuses a
+        ``--max-model-len`` above ``max_position_embeddings``) when its config says them.
         """
-        return self.decode_tokens if self.decode_tokens is not None else 2 * self.steps + 1024
+        if self.decode_tokens is not None:
+            return self.decode_tokens
+        want = 2 * self.steps + DEFAULT_SLACK_TOKENS
+        if self.model_max_positions:
+            room = self.model_max_positions - self.prefix_len - self.suffix_len - MODEL_LEN_MARGIN
+            if room >= self.steps + 2:
+                want = min(want, room)
+        return want
 
     @property
     def max_model_len(self) -> int:
-        return self.prefix_len + self.suffix_len + self.max_tokens + 16
+        return self.prefix_len + self.suffix_len + self.max_tokens + MODEL_LEN_MARGIN
 
 
 @dataclass
