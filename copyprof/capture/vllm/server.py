@@ -25,6 +25,7 @@ from pathlib import Path
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 
 SERVER_LOG = "server.log"
+ORPHAN_GRACE_S = 5.0  # a stop's wait per signal once the leader has exited (ServerProcess._wait_group)
 LOG_TAIL_LINES = 30
 
 
@@ -185,15 +186,23 @@ class ServerProcess:
                     pass
         return any(state != "Z" for _, state, _ in members)
 
-    def _wait_group(self, timeout_s: float) -> bool:
-        """Wait until the leader is reaped and no process of the group is left."""
+    def _wait_group(self, timeout_s: float, orphan_s: float | None = None) -> bool:
+        """Wait until the leader is reaped and no process of the group is left. With ``orphan_s``,
+        give up sooner once the leader has gone: the rest are orphans that its own shutdown did
+        not end (a vLLM worker whose engine core was killed ignored SIGINT and SIGTERM and held a
+        stop for both 30 s grace periods), so the next signal goes out after ``orphan_s``."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout_s
+        leader_gone: float | None = None
         while time.monotonic() < deadline and not self._hurry:
             self.poll()
-            if self.exit_code is not None and not self._group_alive():
-                self._reap_stragglers()
-                return True
+            if self.exit_code is not None:
+                if not self._group_alive():
+                    self._reap_stragglers()
+                    return True
+                leader_gone = leader_gone if leader_gone is not None else time.monotonic()
+                if orphan_s is not None and time.monotonic() - leader_gone >= orphan_s:
+                    break
             time.sleep(0.2)
         self._hurry = False
         self.poll()
@@ -237,7 +246,7 @@ class ServerProcess:
         with ctrl_c_hurries(self.hurry):
             for sig, wait_s in ((signal.SIGINT, graceful_s), (signal.SIGTERM, term_s), (signal.SIGKILL, 10.0)):
                 self._signal_group(sig)
-                if self._wait_group(wait_s):
+                if self._wait_group(wait_s, orphan_s=ORPHAN_GRACE_S):
                     self.stop_signal = sig.name
                     return self.stop_signal
         self.stop_signal = "SIGKILL (processes may remain)"
