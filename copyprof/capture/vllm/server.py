@@ -244,9 +244,11 @@ class ServerProcess:
             self.stop_signal = "exited"
             return self.stop_signal
         with ctrl_c_hurries(self.hurry):
-            for sig, wait_s in ((signal.SIGINT, graceful_s), (signal.SIGTERM, term_s), (signal.SIGKILL, 10.0)):
+            for sig, wait_s in ((signal.SIGINT, graceful_s), (signal.SIGTERM, term_s), (signal.SIGKILL, 30.0)):
                 self._signal_group(sig)
-                if self._wait_group(wait_s, orphan_s=ORPHAN_GRACE_S):
+                # After SIGKILL only the kernel is left to act: a killed process can take seconds to
+                # go (freeing GBs of memory on a loaded host), so that wait is never cut short.
+                if self._wait_group(wait_s, orphan_s=ORPHAN_GRACE_S if sig != signal.SIGKILL else None):
                     self.stop_signal = sig.name
                     return self.stop_signal
         self.stop_signal = "SIGKILL (processes may remain)"
