@@ -71,12 +71,6 @@ class _Progress:
             self.status = None
 
 
-def _positions(summary: dict[str, object]) -> int | None:
-    """The model's ``max_position_embeddings`` from its config summary (None where not read)."""
-    value = summary.get("max_position_embeddings")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
 def _label(text: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-.") or "run"
     return cleaned[:120] if cleaned[0].isalnum() else "r" + cleaned[:119]
@@ -177,7 +171,7 @@ def run_cmd(model: str | None, engine: str, tp: int | None, concurrency: int, pr
                    steps=steps, decode_tokens=decode_tokens, profiler=profiler, dummy=dummy,
                    with_stack=with_stack or enforce_eager, record_shapes=enforce_eager, enforce_eager=enforce_eager,
                    rocprof_formats=tuple(dict.fromkeys(rocprof_formats)), extra_args=tuple(vllm_args),
-                   model_max_positions=_positions(resolved.summary))
+                   model_max_positions=resolved.max_positions)
     spec.validate()
     if (label_b or interleave) and not python_b:
         raise CopyprofError("--label-b and --interleave need --python-b (the second arm's vLLM environment)")

@@ -181,10 +181,11 @@ def resolve_bytes_at(events: pd.DataFrame, rows: np.ndarray, cus: int | None = N
         src[take] = "runtime"
         need &= ~take
     # 2) launch geometry (vectorised: a census asks this for tens of thousands of copies).
-    at = np.flatnonzero(need & (events["grid_x"].to_numpy()[rows] > 0))
+    grid_x = events["grid_x"].to_numpy()[rows]
+    at = np.flatnonzero(need & (grid_x > 0))
     if not len(at):
         return nbytes, src
-    gx = events["grid_x"].to_numpy()[rows[at]].astype(np.int64)
+    gx = grid_x[at].astype(np.int64)
     bx = events["block_x"].to_numpy()[rows[at]].astype(np.int64)
     memcpy, blit = _geometry_kernels(events, rows[at])
     nbytes[at[memcpy]] = gx[memcpy] * np.where(bx[memcpy] > 0, bx[memcpy], 256) * 4

@@ -29,6 +29,12 @@ class ResolvedModel:
     summary: dict[str, Any]
     vocab_size: int | None
 
+    @property
+    def max_positions(self) -> int | None:
+        """The config's ``max_position_embeddings`` (None where no config was read)."""
+        value = self.summary.get("max_position_embeddings")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
 
 def resolve_model(spec: str) -> ResolvedModel:
     key = spec.lower()

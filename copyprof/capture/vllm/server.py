@@ -177,14 +177,27 @@ class ServerProcess:
             except PermissionError:
                 return True
             return True
+        self._reap_ours(members)
+        return any(state != "Z" for _, state, _ in members)
+
+    def _reap_ours(self, members: list[tuple[int, str, int]]) -> None:
+        """Reap the group's zombies that are copyprof's children (not the leader: Popen reaps it)."""
+        assert self.proc is not None
         me = os.getpid()
         for pid, state, ppid in members:
-            if state == "Z" and ppid == me and pid != self.proc.pid:  # the leader is Popen's to reap
+            if state == "Z" and ppid == me and pid != self.proc.pid:
                 try:
                     os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
                     pass
-        return any(state != "Z" for _, state, _ in members)
+
+    def _gone(self) -> bool:
+        """The leader is reaped and no live process of the group is left (its stragglers reaped)."""
+        self.poll()
+        if self.exit_code is None or self._group_alive():
+            return False
+        self._reap_stragglers()
+        return True
 
     def _wait_group(self, timeout_s: float, orphan_s: float | None = None) -> bool:
         """Wait until the leader is reaped and no process of the group is left. With ``orphan_s``,
@@ -195,21 +208,15 @@ class ServerProcess:
         deadline = time.monotonic() + timeout_s
         leader_gone: float | None = None
         while time.monotonic() < deadline and not self._hurry:
-            self.poll()
+            if self._gone():
+                return True
             if self.exit_code is not None:
-                if not self._group_alive():
-                    self._reap_stragglers()
-                    return True
                 leader_gone = leader_gone if leader_gone is not None else time.monotonic()
                 if orphan_s is not None and time.monotonic() - leader_gone >= orphan_s:
                     break
             time.sleep(0.2)
         self._hurry = False
-        self.poll()
-        if self.exit_code is not None and not self._group_alive():
-            self._reap_stragglers()
-            return True
-        return False
+        return self._gone()
 
     def _reap_stragglers(self, timeout_s: float = 3.0) -> None:
         """Once no live process is left: reap the group's zombies as they are handed to copyprof.
@@ -220,18 +227,12 @@ class ServerProcess:
         server's group outlives the run (seen once: a vLLM worker SIGKILLed while exporting its
         trace). Bounded: a zombie that never becomes ours is left after ``timeout_s``."""
         assert self.proc is not None
-        me = os.getpid()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             members = group_members(self.proc.pid)
             if not members or any(state != "Z" for _, state, _ in members):
                 return  # gone (or /proc unreadable), or a live process: not a straggler to wait for
-            for pid, _, ppid in members:
-                if ppid == me and pid != self.proc.pid:
-                    try:
-                        os.waitpid(pid, os.WNOHANG)
-                    except ChildProcessError:
-                        pass
+            self._reap_ours(members)
             time.sleep(0.05)
 
     def stop(self, graceful_s: float = 60.0, term_s: float = 30.0) -> str:
