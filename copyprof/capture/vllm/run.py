@@ -9,7 +9,8 @@ when every stream has its first token (all prefills done, the batch is pure deco
 server -> ``client_metrics.json`` and ``status: complete``.
 
 On any failure or Ctrl-C the server group is stopped, every file written so far is kept, and
-``status`` becomes ``failed: <why>`` with the server log tail in ``error_log_tail``.
+``status`` becomes ``failed: <why>`` with the server log's tail at the failure in ``error_log_tail``
+and what the server printed while copyprof stopped it in ``stop_log_tail``.
 """
 from __future__ import annotations
 
@@ -42,7 +43,14 @@ from copyprof.capture.trace_check import check_capture
 from copyprof.capture.vllm.client import Cohort, build_prompts, completion_body, post_json
 from copyprof.capture.vllm.command import RunSpec, build_server_command, is_cpu_backend, version_notes
 from copyprof.capture.vllm.probe import kernel_env, probe_vllm
-from copyprof.capture.vllm.server import SERVER_LOG, ServerProcess, ctrl_c_hurries, free_loopback_port, log_tail
+from copyprof.capture.vllm.server import (
+    SERVER_LOG,
+    ServerProcess,
+    ctrl_c_hurries,
+    free_loopback_port,
+    log_size,
+    log_tail,
+)
 from copyprof.capture.vllm.traces import (
     describe_usable,
     list_files,
@@ -139,13 +147,16 @@ def _record_failure(run_dir: Path, why: str, stage: str, server: ServerProcess |
     """
     fields: dict[str, Any] = {"status": failed_status(why), "failed_stage": stage, "finished": utc_now_iso()}
     problems: list[str] = []
+    log = run_dir / SERVER_LOG
+    at_failure = log_size(log)  # what the server said until now is the evidence; the stop's noise is apart
     with ctrl_c_hurries(server.hurry if server is not None else lambda: None) as presses:
         if cohort is not None:
             cohort.cancel(join_s=5.0)
         if server is not None:
             fields["server_stop"] = server.stop(graceful_s=30.0)
             fields["server_exit_code"] = server.exit_code
-        fields["error_log_tail"] = log_tail(run_dir / SERVER_LOG)
+        fields["error_log_tail"] = log_tail(log, end=at_failure)
+        fields["stop_log_tail"] = log_tail(log, start=at_failure)
         try:
             _write_metrics(run_dir, cohort, {"window": window, "partial": True})
         except CopyprofError as exc:

@@ -42,14 +42,24 @@ def quote_log(lines: list[str]) -> str:
     return "\n".join(f"    {line}" for line in lines)
 
 
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
-    """The last ``lines`` lines of a log (decoded leniently: vLLM logs may hold any bytes)."""
+def log_size(path: Path) -> int:
+    """A log's size now, in bytes (0 when it is not there yet): a mark for log_tail's ``start``/``end``."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES, start: int = 0, end: int | None = None) -> list[str]:
+    """The last ``lines`` lines of a log between byte offsets ``start`` and ``end`` (default: its end),
+    decoded leniently: vLLM logs may hold any bytes. The offsets let a failure's record keep what
+    the server said before copyprof stopped it apart from what the stop itself made it print."""
     try:
         with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 256 * 1024))
-            data = fh.read().decode("utf-8", "replace")
+            stop = fh.seek(0, os.SEEK_END) if end is None else end
+            first = max(start, stop - 256 * 1024)
+            fh.seek(first)
+            data = fh.read(max(0, stop - first)).decode("utf-8", "replace")
     except FileNotFoundError:
         return []
     return list(deque((ln.rstrip("\r") for ln in data.split("\n") if ln.strip()), maxlen=lines))
