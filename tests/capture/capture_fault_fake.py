@@ -117,6 +117,9 @@ class H(BaseHTTPRequestHandler):
         with lock:
             st["streams"] += 1
             last = st["streams"] == n
+            lag = FAULT == "lag-always" and st["streams"] % n == 0 or FAULT == "lag-once" and last
+        if lag:  # the cohort's last request starts late (the first cohort only, or each), the others run ahead
+            time.sleep(knob("LAG_S"))
         if FAULT == "cohort" and last:  # the others have a token or two; this one never gets its first
             time.sleep(0.3)
             print("RuntimeError: fake engine death before the window", flush=True)

@@ -100,6 +100,25 @@ class StreamRecord:
         }
 
 
+class StreamFinishedEarly(CopyprofError):
+    """A stream generated all its tokens before the point the capture waited for."""
+
+
+def ran_ahead(counts: list[int], max_tokens: int, window_tokens: int) -> int | None:
+    """The stream that used more than half of its spare tokens before the window could open, if any.
+
+    Spare: what a stream may generate before the window and still cover it (``max_tokens -
+    window_tokens``). A stream that is far ahead when the last one gets its first token was not
+    admitted with the others: its client thread sent or read late, or the server took the
+    requests in one by one (seen on a 2-core host short of CPU: one stream ran 3721 tokens
+    while the other three sat in ``send``). Such a cohort may run out inside the window; sent
+    again on an idle server, it usually starts together.
+    """
+    limit = max(1, (max_tokens - window_tokens) // 2)
+    ahead = [i for i, c in enumerate(counts) if c > limit]
+    return max(ahead, key=lambda i: counts[i]) if ahead else None
+
+
 class Cohort:
     """N concurrent streaming requests; the main thread watches their progress."""
 
@@ -187,8 +206,8 @@ class Cohort:
                 return
             short = [r.index for r, c, w in zip(self.records, counts, want) if r.finished and c < w]
             if short:
-                raise CopyprofError(f"request {short[0]} finished after {counts[short[0]]} tokens, before {what}; "
-                                    "raise --decode-tokens", exit_code=EXIT_CAPTURE_FAILED)
+                raise StreamFinishedEarly(f"request {short[0]} finished after {counts[short[0]]} tokens, before "
+                                          f"{what}; raise --decode-tokens", exit_code=EXIT_CAPTURE_FAILED)
             errs = self.errors()
             if (errs or self.done()) and check:
                 check(grace_s=2.0)  # a broken stream usually means the server died: that error says why

