@@ -174,13 +174,15 @@ def _real_run(tmp_path: Path, python: Path) -> Run:
     """A real capture with a long window (3000 steps), so that a fault lands inside it.
 
     Without torch.compile the CPU backend runs ~160 steps/s here: an 800-step window once ended
-    as the fault landed, 3000 last ~20 s. 6000 tokens per request: with 1700 a stream once ran
-    out before the window (and the fault) began (the tiny config allows 8192 positions)."""
+    as the fault landed, 3000 last ~20 s. 30000 tokens per request: with 1700 a stream once ran
+    out before the window (and the fault) began, and a loaded host has left copyprof's client
+    unscheduled for 17 s while vLLM decoded ~950 tokens/s per stream (the tiny config allows
+    65536 positions; the streams are cancelled after the window, so the budget costs nothing)."""
     run = Run.__new__(Run)
     run.out = tmp_path / "out"
     cmd = [sys.executable, "-m", "copyprof", "run", "--model", str(REPO / "tests" / "vllm_cpu" / "tiny-llama"),
            "--dummy", "--python", str(python), "--tp", "1", "--concurrency", "4", "--prefix-len", "64",
-           "--suffix-len", "16", "--steps", "3000", "--decode-tokens", "6000", "--out", str(run.out), "--boot-timeout", "600", "--timeout", "300",
+           "--suffix-len", "16", "--steps", "3000", "--decode-tokens", "30000", "--out", str(run.out), "--boot-timeout", "600", "--timeout", "300",
            # No torch.compile (CompilationMode.NONE) and a 512 MiB KV cache: what the faults need
            # boots without the compile warm-up and without zeroing a host-memory-sized KV cache (66 s
            # of engine init with two servers booting at once, 5 GiB each). Not copyprof's

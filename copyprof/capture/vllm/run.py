@@ -42,7 +42,6 @@ from copyprof.capture.torch_backend import preflight, preflight_lines
 from copyprof.capture.trace_check import check_capture
 from copyprof.capture.vllm.client import (
     Cohort,
-    StreamFinishedEarly,
     build_prompts,
     completion_body,
     post_json,
@@ -147,13 +146,11 @@ def _post(server: ServerProcess, path: str, body: dict[str, Any] | None, timeout
 def _cohort_started_together(cohort: Cohort, spec: RunSpec, timeout_s: float, server: ServerProcess, attempt: int,
                              retries: list[dict[str, Any]], rep: Reporter) -> bool:
     """Send the cohort and wait for every first token; False (streams cancelled, the attempt noted
-    in ``retries``) when one stream ran so far ahead that the window might outlast it."""
+    in ``retries``) when one stream ran so far ahead of the last that the window might outlast it.
+    A stream that already finished counts as far ahead (it has its first token, so the wait goes on)."""
     cohort.start()
-    try:
-        cohort.wait_all_tokens(1, timeout_s, "the first token of every request",
-                               check=lambda grace_s=0.0: server.check_alive("the cohort's prefill", grace_s))
-    except StreamFinishedEarly:
-        pass  # the finished stream is the one far ahead: sent again below, like any other
+    cohort.wait_all_tokens(1, timeout_s, "the first token of every request",
+                           check=lambda grace_s=0.0: server.check_alive("the cohort's prefill", grace_s))
     counts = cohort.token_counts()
     lead = ran_ahead(counts, spec.max_tokens, spec.window_tokens)
     if lead is None:
@@ -317,7 +314,8 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
         window = {"control": cmd.window_control, "tokens_at_first_token_barrier": at_start,
                   "tokens_at_start_profile": started, "tokens_at_stop_profile": at_stop,
                   "stop_profile_http": status, "window_s": round(time.monotonic() - t0, 3),
-                  "cohort_intact_through_window": intact, "cohort_retries": retries}
+                  "cohort_intact_through_window": intact, "cohort_retries": retries,
+                  "client_longest_stall_s": round(cohort.longest_stall_s, 3)}
         update_run_json(run_dir, window=window)
         if not intact:
             rep.info("warning: a request finished inside the window; raise --decode-tokens")
