@@ -164,10 +164,12 @@ class Run:
         wrapper = ("import os, resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), "
                    "resource.RLIM_INFINITY)); os.execv(sys.executable, [sys.executable, '-m', 'copyprof', *sys.argv[2:]])")
         limit = ["-c", wrapper, str(fsize)] if fsize else ["-m", "copyprof"]
-        # 1000 tokens: the fake streams one per 5 ms before the window, so a slow CI host gets ~5 s
-        # between the first tokens and /start_profile (60 tokens, 0.3 s, once ran out there).
+        # 10000 tokens: the fake streams one per 5 ms before the window, so copyprof may go ~50 s
+        # unscheduled between the first tokens and /start_profile (60 tokens, 0.3 s, once ran out
+        # on a slow CI host; a loaded host here left copyprof unscheduled for 17 s while a server
+        # in its own session decoded on). The streams are cancelled after the window.
         cmd = [sys.executable, *limit, "run", "--model", "fake/model", "--tp", "1", "--concurrency", "3",
-               "--prefix-len", "32", "--suffix-len", "8", "--steps", "5", "--decode-tokens", "1000",
+               "--prefix-len", "32", "--suffix-len", "8", "--steps", "5", "--decode-tokens", "10000",
                "--out", str(self.out), "--boot-timeout", "60", "--timeout", "20", *extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
         self.lines: queue.Queue[str] = queue.Queue()

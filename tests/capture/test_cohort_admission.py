@@ -45,9 +45,10 @@ def test_decode_tokens_must_cover_the_window_and_its_slack() -> None:
 
 
 def test_a_cohort_that_did_not_start_together_is_sent_again(tmp_path: Path) -> None:
-    # The first cohort's last request starts 8 s late: the others (one token per 5 ms, 1000 each)
-    # are far past half their 991 spare tokens, or done. The second cohort starts together.
-    run = Run(tmp_path, "lag-once", lag_s=8)
+    # The first cohort's last request starts 12 s late: the others (one token per 5 ms, 2000 each)
+    # lead it by more than half their 1991 spare tokens (unless a token took over 12 ms), or are
+    # done. The second cohort starts together and has 10 s of tokens before the window must open.
+    run = Run(tmp_path, "lag-once", "--decode-tokens", "2000", lag_s=12)
     code, err = run.finish()
     assert code == 0, err
     assert "cohort attempt 1 of 3" in err and "sending the cohort again" in err, err
@@ -55,15 +56,17 @@ def test_a_cohort_that_did_not_start_together_is_sent_again(tmp_path: Path) -> N
     assert data["status"] == "complete"
     [retry] = data["window"]["cohort_retries"]
     counts = retry["tokens_per_request"]
-    assert retry["attempt"] == 1 and counts[retry["request_ahead"]] - min(counts) > (1000 - 9) // 2, retry
+    assert retry["attempt"] == 1 and counts[retry["request_ahead"]] - min(counts) > (2000 - 9) // 2, retry
     assert data["window"]["cohort_intact_through_window"] is True
     barrier = data["window"]["tokens_at_first_token_barrier"]
-    assert max(barrier) - min(barrier) <= (1000 - 9) // 2, barrier
+    assert max(barrier) - min(barrier) <= (2000 - 9) // 2, barrier
     assert data["window"]["client_longest_stall_s"] >= 0.0
 
 
 def test_a_cohort_that_never_starts_together_fails_after_the_last_attempt(tmp_path: Path) -> None:
-    run = Run(tmp_path, "lag-always", lag_s=8)
+    # 400 tokens (195 of lead allowed) and a 4 s lag: the others are done, or 195 ahead unless a
+    # token took over 20 ms. Fails whatever the host's speed; it only costs the 3 lags.
+    run = Run(tmp_path, "lag-always", "--decode-tokens", "400", lag_s=4)
     code, err = run.finish(timeout=180)
     assert code == 3 and not own_traceback(err), err
     says = f"did not start together in {COHORT_ATTEMPTS} attempts"

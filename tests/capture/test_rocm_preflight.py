@@ -119,7 +119,7 @@ def _run(tmp_path: Path, graph: str) -> tuple[subprocess.CompletedProcess[str], 
     write_fake_rocm_torch(root, ROCTRACER_BUILD)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(REPO)]), FAKE_VLLM_GRAPH=graph, CI="1")
     cmd = [sys.executable, "-m", "copyprof", "run", "--model", "fake/model", "--tp", "1", "--concurrency", "3",
-           "--prefix-len", "32", "--suffix-len", "8", "--steps", "5", "--decode-tokens", "1000",
+           "--prefix-len", "32", "--suffix-len", "8", "--steps", "5", "--decode-tokens", "10000",
            "--out", str(tmp_path / "out"), "--boot-timeout", "20", "--timeout", "30"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=180)
     assert proc.returncode == 0, proc.stderr

@@ -35,7 +35,7 @@ def _env(fake_root: Path, mode: str) -> dict[str, str]:
 def _run(tmp_path: Path, mode: str, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     fake = write_fake_vllm(tmp_path / "fake")
     cmd = [sys.executable, "-m", "copyprof", "run", "--model", "fake/model", "--tp", "1", "--concurrency", "3",
-           "--prefix-len", "32", "--suffix-len", "8", "--steps", "5", "--decode-tokens", "1000",
+           "--prefix-len", "32", "--suffix-len", "8", "--steps", "5", "--decode-tokens", "10000",
            "--out", str(tmp_path / "out"), "--boot-timeout", "20", "--timeout", "30", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, env=_env(fake, mode), cwd=REPO, timeout=timeout)
 
@@ -126,7 +126,7 @@ def test_server_stops_at_sigint_when_copyprof_ignores_sigint(tmp_path: Path) -> 
     ignoring = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
                 "os.execv(sys.executable, [sys.executable, '-m', 'copyprof', *sys.argv[1:]])")
     cmd = [sys.executable, "-c", ignoring, "run", "--model", "fake/model", "--tp", "1", "--concurrency", "2",
-           "--prefix-len", "32", "--suffix-len", "8", "--steps", "3", "--decode-tokens", "1000",
+           "--prefix-len", "32", "--suffix-len", "8", "--steps", "3", "--decode-tokens", "10000",
            "--out", str(tmp_path / "out"), "--boot-timeout", "20", "--timeout", "30"]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(fake, "ok"), cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr

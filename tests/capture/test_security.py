@@ -167,7 +167,7 @@ def test_run_passes_shell_metacharacters_as_argv_and_talks_to_loopback_only(tmp_
     evil = [f"$(touch {marker})", f"; touch {marker}", f"`touch {marker}`", "a b", f"|touch {marker}"]
     proc, events = _audited(
         tmp_path, "run", "--model", "fake/model", "--tp", "1", "--concurrency", "2", "--prefix-len", "16",
-        "--suffix-len", "4", "--steps", "3", "--decode-tokens", "1000", "--out", str(tmp_path / "out"),
+        "--suffix-len", "4", "--steps", "3", "--decode-tokens", "10000", "--out", str(tmp_path / "out"),
         "--label", f"x$(touch {marker})", "--boot-timeout", "30", "--timeout", "30", "--", *evil,
         env={"PYTHONPATH": str(fake), "FAKE_VLLM_MODE": "ok"})
     assert proc.returncode == 0, proc.stderr[-3000:]
