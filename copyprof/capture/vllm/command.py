@@ -119,9 +119,11 @@ class RunSpec:
         the window is flushed, so a generous value costs KV-cache room, not time. Slack of 256,
         then 1024 tokens was not enough: on the CPU backend with a tiny model (~115 tokens/s per
         stream) on a loaded 2-core machine, requests finished 280, then 1048 tokens before a
-        12-step window began (the profiler's start took seconds while the engine kept
-        decoding). 4096 tokens of slack, but never past the model's positions (vLLM refuses a
-        ``--max-model-len`` above ``max_position_embeddings``) when its config says them.
+        12-step window began: copyprof's client went unscheduled for seconds (17-36 s were
+        measured later) while the engine, in its own session, kept decoding (run.py resends a
+        cohort that did not start together; Cohort.stall_note names such a stall). 4096 tokens
+        of slack, but never past the model's positions (vLLM refuses a ``--max-model-len``
+        above ``max_position_embeddings``) when its config says them.
         """
         if self.decode_tokens is not None:
             return self.decode_tokens
