@@ -40,7 +40,7 @@ copy_dir        category  memcpy direction: DtoD, PtoP, HtoD, DtoH, HtoH, ... ("
 """
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -209,11 +209,16 @@ def _col(cols: dict[str, Any], key: str, n: int, default: Any) -> Any:
     return values
 
 
+def code_flags(col: pd.Series, keep: Callable[[str], bool]) -> np.ndarray:
+    """For each code of the categorical ``col``, ``keep(value)``, plus a last False so that
+    ``flags[codes]`` reads False for code -1 (a missing value): the test runs once per distinct
+    value, then a lookup per row, where ``np.isin`` on the codes would sort them."""
+    return np.array([keep(str(v)) for v in col.cat.categories] + [False], dtype=bool)
+
+
 def code_mask(col: pd.Series, wanted: Collection[str]) -> np.ndarray:
-    """For each code of the categorical ``col``, whether its value is in ``wanted``, plus a last
-    False so that ``mask[codes]`` reads False for code -1 (a missing value): a lookup per row
-    where ``np.isin`` on the codes would sort them."""
-    return np.array([str(v) in wanted for v in col.cat.categories] + [False], dtype=bool)
+    """For each code of the categorical ``col``, whether its value is in ``wanted`` (code_flags)."""
+    return code_flags(col, wanted.__contains__)
 
 
 def name_array(events: pd.DataFrame) -> np.ndarray:

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from copyprof.events import code_flags
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -199,21 +201,24 @@ def resolve_bytes_at(events: pd.DataFrame, rows: np.ndarray, cus: int | None = N
     return nbytes, src
 
 
+def _is_memcpy_kernel(name: str) -> bool:
+    return name.startswith("memcpy")
+
+
+def _is_linear_blit(name: str) -> bool:
+    return name.startswith("__amd_rocclr_copyBuffer") and "Rect" not in name and "Batch" not in name
+
+
 def _geometry_kernels(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For the events at ``rows``: a CUDA ``memcpy*`` copy kernel, and a rocclr linear blit (not
     Rect, not Batch) — the two whose launch geometry gives their size. Judged once per name."""
     col = events["name"]
-    if col.dtype.name == "category":
-        names, codes = col.cat.categories, col.cat.codes.to_numpy()[rows]
-    else:
-        names, codes = np.unique(col.to_numpy(dtype=object)[rows].astype(str), return_inverse=True)
-    memcpy = np.zeros(len(names) + 1, dtype=bool)  # the extra last entry: code -1 (no name)
-    blit = np.zeros(len(names) + 1, dtype=bool)
-    for code in np.unique(codes).tolist():
-        name = str(names[code]) if code >= 0 else ""
-        memcpy[code] = name.startswith("memcpy")
-        blit[code] = name.startswith("__amd_rocclr_copyBuffer") and "Rect" not in name and "Batch" not in name
-    return memcpy[codes], blit[codes]
+    if col.dtype.name == "category":  # as every built table has it
+        codes = col.cat.codes.to_numpy()[rows]
+        return code_flags(col, _is_memcpy_kernel)[codes], code_flags(col, _is_linear_blit)[codes]
+    names = [str(n) for n in col.to_numpy(dtype=object)[rows]]
+    return (np.array([_is_memcpy_kernel(n) for n in names], dtype=bool),
+            np.array([_is_linear_blit(n) for n in names], dtype=bool))
 
 
 def bytes_match(nbytes: np.ndarray, bytes_src: np.ndarray, target: int) -> np.ndarray:
