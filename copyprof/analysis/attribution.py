@@ -57,9 +57,14 @@ def summarise_attribution(verdicts: list[StepVerdict], layout: ModelLayout | Non
         out.layers_found = ok_map.layers
         for kind in ok_map.kinds.agree.values():
             out.kind_kernels[kind] = out.kind_kernels.get(kind, 0) + 1
+        # Only an attention kernel in the wrong layers contradicts the layout: other kernels whose
+        # count happens to match a kind's layers are the dense first layer's MLP among MoE layers,
+        # or Inductor kernels whose names repeat across pieces of different kinds.
+        real = {name: v for name, v in ok_map.kinds.disagree.items() if anchor_mechanism(name)}
         out.kind_disagreements = [f"{name[:80]} runs in layers {_ranges(seen)} but the layout's {kind} layers are "
                                   f"{_ranges(layout.layers_of(kind))}"
-                                  for name, (kind, seen) in sorted(ok_map.kinds.disagree.items())]
+                                  for name, (kind, seen) in sorted(real.items())]
+        out.kind_count_coincidences = len(ok_map.kinds.disagree) - len(real)
     out.size_disagree = int(np.median([v.size_disagree for v in verdicts])) if verdicts else 0
     placed = [v for v in verdicts if v.post and v.post_placed == v.post]
     out.steps_attributed = len(placed) if structured or placed else 0

@@ -34,7 +34,7 @@ from copyprof.models import PRESETS, ModelLayout
 from copyprof.taxonomy.copies import bytes_match
 
 COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "role", "kind",
-                "layer", "slot", "next_kernel", "prev_kernel", "row"]
+                "layer", "slot", "place", "next_kernel", "prev_kernel", "row"]
 SOURCE_COLUMNS = ["source", "stack", "why", "shape"]  # analysis/sources.py: the code that issued each copy
 UNATTRIBUTED = "post-proj"  # site of a post-projection copy whose layer is unknown
 
@@ -69,12 +69,13 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     role = np.full(n, OTHER, dtype=object)
     layer = np.full(n, -1, dtype=np.int64)
     slot = np.zeros(n, dtype=np.int64)
+    place = np.full(n, "", dtype=object)
     c_bytes, c_src = ops.c_bytes.copy(), ops.c_src.copy()
     maps: dict[int, LayerMap] = {}
     verdicts: list[StepVerdict] = []
     anchors = (0, 0)
     if layout is not None:
-        maps, anchors = _place_by_structure(ops, op_bounds, copy_bounds, layout, role, layer, slot)
+        maps, anchors = _place_by_structure(ops, op_bounds, copy_bounds, layout, role, layer, slot, place)
     per_step = []
     kinds = tuple(layout.kinds) if layout is not None else ()
     for k, step_id in enumerate(step_ids.tolist()):
@@ -87,7 +88,7 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     pos = np.zeros(n, dtype=np.int64)
     for k in range(len(step_ids)):
         pos[copy_bounds[k]:copy_bounds[k + 1]] = np.arange(copy_bounds[k + 1] - copy_bounds[k])
-    copies = _copies_frame(events, ops, pos, c_bytes, c_src, role, layer, slot, layout)
+    copies = _copies_frame(events, ops, pos, c_bytes, c_src, role, layer, slot, place, layout)
     _add_sources(copies, events, ops, op_shapes or {})
     ps = pd.DataFrame(per_step)
     if not ps.empty:
@@ -116,7 +117,8 @@ def _signatures(ops: StepOps, op_bounds: np.ndarray) -> dict[bytes, list[int]]:
 
 
 def _place_by_structure(ops: StepOps, op_bounds: np.ndarray, copy_bounds: np.ndarray, layout: ModelLayout,
-                        role: np.ndarray, layer: np.ndarray, slot: np.ndarray) -> tuple[dict[int, LayerMap], tuple[int, int]]:
+                        role: np.ndarray, layer: np.ndarray, slot: np.ndarray,
+                        place: np.ndarray) -> tuple[dict[int, LayerMap], tuple[int, int]]:
     """Layer map of each distinct step sequence, every copy's role, layer and slot, and the
     attention-anchor check of the most common sequence (layers anchored, agreeing)."""
     assert ops.o_code is not None and ops.o_struct is not None
@@ -133,10 +135,11 @@ def _place_by_structure(ops: StepOps, op_bounds: np.ndarray, copy_bounds: np.nda
             anchors = anchor_agreement(lm, codes, ops.categories, layout)
         kind_names = {code_of[name]: kind for name, kind in lm.kinds.agree.items() if name in code_of}
         c0, c1 = int(copy_bounds[k0]), int(copy_bounds[k0 + 1])
-        placed = place_copies(codes, struct, ops.c_pos[c0:c1] - o0, lm, kind_names, layout.layer_kinds, roles)
+        streams = ops.o_stream[o0:o1] if ops.o_stream is not None else None
+        placed = place_copies(codes, struct, ops.c_pos[c0:c1] - o0, lm, kind_names, layout.layer_kinds, roles, streams)
         for k in group:
             a, b = int(copy_bounds[k]), int(copy_bounds[k + 1])
-            role[a:b], layer[a:b], slot[a:b] = placed.role, placed.layer, placed.slot
+            role[a:b], layer[a:b], slot[a:b], place[a:b] = placed.role, placed.layer, placed.slot, placed.place
             maps[k] = lm
     return maps, anchors
 
@@ -149,9 +152,8 @@ def _settle_step(ops: StepOps, c0: int, c1: int, layout: ModelLayout, n_tok: int
     match = bytes_match(nbytes, src, layout.post_proj_bytes(n_tok)) if n_tok else np.zeros(c1 - c0, dtype=bool)
     structural = role[c0:c1] != UNPLACED
     verdict = StepVerdict(structure=lm.status if lm is not None else "none", layers=lm.layers if lm else 0)
-    if n_tok:
-        verdict.size_disagree = int(((role[c0:c1] == POST) & size_known & ~match).sum()
-                                    + ((role[c0:c1] != POST) & structural & match & (role[c0:c1] != "allreduce-staging")).sum())
+    if n_tok:  # a post-projection copy moves [N, hidden]; other roles may too (the MoE output copy does)
+        verdict.size_disagree = int(((role[c0:c1] == POST) & size_known & ~match).sum())
     method, r, ell = order_attribution(role[c0:c1], layer[c0:c1], match, ~size_known,
                                        ops.c_next[c0:c1], ops.c_prev[c0:c1], layout.layers)
     verdict.fallback = method if (role[c0:c1] == UNPLACED).any() else ""
@@ -181,7 +183,7 @@ def _sites(role: np.ndarray, layer: np.ndarray, layout: ModelLayout | None) -> n
 
 
 def _copies_frame(events: pd.DataFrame, ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray, role: np.ndarray,
-                  layer: np.ndarray, slot: np.ndarray, layout: ModelLayout | None) -> pd.DataFrame:
+                  layer: np.ndarray, slot: np.ndarray, place: np.ndarray, layout: ModelLayout | None) -> pd.DataFrame:
     kinds = np.asarray(layout.layer_kinds if layout is not None else (), dtype=object)
     kind = np.full(len(role), "", dtype=object)
     if len(kinds):
@@ -193,7 +195,7 @@ def _copies_frame(events: pd.DataFrame, ops: StepOps, pos: np.ndarray, nbytes: n
         "bytes": nbytes, "bytes_src": pd.Categorical(src, categories=BYTES_SOURCES),
         "start_ns": ops.c_start, "dur_ns": ops.c_dur, "gap_ns": ops.c_gap,
         "site": _sites(role, layer, layout), "role": role.astype(object), "kind": kind,
-        "layer": layer + 1, "slot": slot, "next_kernel": ops.c_next, "prev_kernel": ops.c_prev,
+        "layer": layer + 1, "slot": slot, "place": place, "next_kernel": ops.c_next, "prev_kernel": ops.c_prev,
         "row": ops.c_row if ops.c_row is not None else np.full(len(role), -1),
     })
     frame["graph_id"], frame["graph_node"] = _graph_nodes(events, ops.c_row, len(frame))

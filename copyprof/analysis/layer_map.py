@@ -39,6 +39,12 @@ MAX_MULT = 4  # launches per layer a clock kernel may have
 # is read as Kimi-K3, where one kernel happened to run 93 times. Below half, the kernels that
 # repeat once per layer are a coincidence of counts, not decoder layers.
 MIN_LIKE_LAYERS = 0.5
+# A kernel that runs once per layer spreads over the model's body, which is most of a decode
+# step's kernels. Counts can coincide outside it: in the corpus's real vLLM Jamba graph capture
+# (8 layers) two metadata kernels before the graph run 8 times each within 12 of the step's
+# 360 kernels, and as a skeleton they cut the step into 8 "layers" of one op each. A
+# candidate must span at least this share of the step's kernels.
+MIN_SPAN = 0.4
 OUTSIDE = -1  # layer index of ops outside every layer (before the first, after the last)
 
 
@@ -101,7 +107,8 @@ def map_layers(codes: np.ndarray, structural: np.ndarray, layer_kinds: tuple[str
         return failed_map(n_ops, n_layers, f"the step has {len(seq)} kernels, fewer than the layout's {n_layers} layers")
     targets = _targets(layer_kinds)
     by_name = _occurrences(seq)
-    skeleton = _skeleton([p for p in _candidates(by_name, targets, "*")])
+    skeleton = _skeleton([p for p in _candidates(by_name, targets, "*")
+                          if p.pos[-1] - p.pos[0] >= MIN_SPAN * len(seq)])
     if not skeleton:
         return failed_map(n_ops, n_layers, f"no kernel runs once (or 2-{MAX_MULT} times) in each of the "
                                            f"{n_layers} layers of this step")

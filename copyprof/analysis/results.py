@@ -105,6 +105,7 @@ class Attribution(Struct):
     layers_found: int = 0
     kind_kernels: dict[str, int] = {}
     kind_disagreements: list[str] = []
+    kind_count_coincidences: int = 0  # kernels launched as often as a kind has layers that are not attention kernels
     anchored: int = 0
     anchors_agree: int = 0
     size_disagree: int = 0

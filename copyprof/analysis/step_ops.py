@@ -53,6 +53,7 @@ class StepOps:
     c_prev: np.ndarray
     o_code: np.ndarray | None = None
     o_struct: np.ndarray | None = None
+    o_stream: np.ndarray | None = None  # every op's GPU stream (with o_code): a copy's producer is on its stream
     c_row: np.ndarray | None = None  # the copies' positions in the event table
     o_row: np.ndarray | None = None  # every op's position in the event table
 
@@ -100,9 +101,10 @@ def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int |
     nxt = np.minimum(c_pos + 1, max(n_ops - 1, 0))
     c_gap = np.where(c_pos + 1 < c_end, np.maximum(start_all[rows[nxt]] - (c_start + c_dur), 0), 0)
     names = (rows, codes_all, categories)
-    o_code = o_struct = None
+    o_code = o_struct = o_stream = None
     if per_op:
         o_code = codes_all[rows]
+        o_stream = events["stream"].to_numpy()[rows]
         kind_codes = events["kind"].cat.codes.to_numpy()[rows]
         o_struct = code_mask(events["kind"], ("kernel", "memset"))[kind_codes]
         o_struct[c_pos] = False
@@ -112,7 +114,7 @@ def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int |
         c_bytes=c_bytes, c_src=c_src,
         c_next=_kernel_names(kernels, op_first, c_pos, c_k, names, after=True),
         c_prev=_kernel_names(kernels, op_first, c_pos, c_k, names, after=False),
-        o_code=o_code, o_struct=o_struct, c_row=c_rows, o_row=rows,
+        o_code=o_code, o_struct=o_struct, o_stream=o_stream, c_row=c_rows, o_row=rows,
     )
 
 

@@ -31,7 +31,6 @@ KDA_ANCHORS: tuple[str, ...] = (
 LINEAR_ANCHORS: tuple[str, ...] = (  # KDA or gated delta-net
     r"fused_recurrent_gated_delta_rule",  # fla v0.4.x (IS_KDA=True for KDA), vLLM GDN decode
     r"chunk_gated_delta_rule|chunk_gla_fwd_kernel_o|chunk_scaled_dot_kkt",  # prefill
-    r"causal_conv1d_update|causal_conv1d_split_qkv|causal_conv1d_fwd",  # short conv
     r"layer_norm_gated_fwd_kernel|rms_norm_gated",  # o_norm (FusedRMSNormGated)
 )
 MLA_ANCHORS: tuple[str, ...] = (
@@ -44,9 +43,12 @@ MLA_ANCHORS: tuple[str, ...] = (
 )
 ATTENTION_ANCHORS: tuple[str, ...] = (  # softmax attention (full, sliding)
     r"unified_attention|paged_attention|reshape_and_cache",
-    r"flash_fwd|flash_attn|FlashAttn|fmha|fused_multihead_attention",
+    r"flash_fwd|flash_attn|FlashAttn|fmha|fused_multihead_attention",  # FA3 `flash::FlashAttnFwdSm90` (corpus/)
     r"BatchDecodeWithPagedKVCache|BatchPrefillWith|SinglePrefillWith",
     r"decode_attention|_fwd_kernel_stage1\b|store_kvcache",
+)
+CONV_ANCHORS: tuple[str, ...] = (  # the short convolution KDA, gated delta-net and mamba layers all run
+    r"causal_conv1d_update|causal_conv1d_split_qkv|causal_conv1d_fwd",  # vLLM `_causal_conv1d_update_kernel` (corpus/)
 )
 MAMBA_ANCHORS: tuple[str, ...] = (
     r"selective_state_update|selective_scan|_chunk_scan_fwd|_state_passing_fwd|_chunk_cumsum_fwd|ssd_",
@@ -67,17 +69,19 @@ def _rx(patterns: tuple[str, ...], flags: int = 0) -> re.Pattern[str]:
 # Checked in this order: MLA before softmax attention (MLA kernels write a paged cache too).
 _MECHANISM_RX: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("mla", _rx(MLA_ANCHORS)), ("kda", _rx(KDA_ANCHORS)), ("linear", _rx(LINEAR_ANCHORS)),
-    ("mamba", _rx(MAMBA_ANCHORS)), ("attention", _rx(ATTENTION_ANCHORS)),
+    ("mamba", _rx(MAMBA_ANCHORS)), ("conv", _rx(CONV_ANCHORS)), ("attention", _rx(ATTENTION_ANCHORS)),
 )
 _AR = _rx(ALLREDUCE_KERNELS, re.I)
 # Which layout mechanisms an anchor's mechanism is consistent with.
+# FlashAttention kernels serve MLA layers too (vLLM's FLASH_ATTN_MLA backend runs FA3's
+# `FlashAttnFwdSm90` in the MLA layers of the corpus's Kimi-Linear and DeepSeek captures).
 CONSISTENT = {"mla": {"mla"}, "kda": {"kda"}, "linear": {"kda", "gdn"}, "mamba": {"mamba"},
-              "attention": {"attention"}}
+              "conv": {"kda", "gdn", "mamba"}, "attention": {"attention", "mla"}}
 
 
 @lru_cache(maxsize=65536)
 def anchor_mechanism(name: str) -> str:
-    """"mla", "kda", "linear" (KDA or GDN), "mamba", "attention", or "" for a kernel name."""
+    """"mla", "kda", "linear" (KDA or GDN), "mamba", "conv" (KDA, GDN or mamba), "attention", or "" for a kernel name."""
     for mechanism, rx in _MECHANISM_RX:
         if rx.search(name):
             return mechanism

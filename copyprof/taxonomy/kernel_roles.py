@@ -43,9 +43,13 @@ def is_gemm_tail(name: str) -> bool:
 # Normalisation kernels: between a layer's attention output and its MLP sits the residual
 # add + post-attention norm; a copy past one is no longer the projection's.
 NORM_KERNELS: tuple[tuple[str, str], ...] = (
-    (r"(?i:norm)", "rms_norm / layer_norm / aiter add_rmsnorm / ck Rmsnorm2d: H200 replica, MI300X samples"),
+    (r"(?i:norm)", "rms_norm / layer_norm / aiter add_rmsnorm / ck Rmsnorm2d: H200 replica, MI300X samples; "
+                   "vLLM `fused_add_rms_norm_kernel`, Inductor `triton_red_fused_add_rms_norm_*` (corpus/)"),
     (r"_attn_res_kernel", "Kimi-K3 Attention Residuals, the norm between attention and MoE "
                           "(vllm-and-kimi.md §4.3)"),
+    (r"^triton_\w*(mean_\w*rsqrt|rsqrt_\w*mean)", "Inductor's decomposed RMSNorm (pow, mean, rsqrt): "
+                                                  "`triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_sigmoid_0`, "
+                                                  "the gated KDA norm in a real vLLM Kimi-Linear graph (corpus/)"),
 )
 _NORM = re.compile("|".join(f"(?:{p})" for p, _ in NORM_KERNELS))
 
@@ -53,3 +57,42 @@ _NORM = re.compile("|".join(f"(?:{p})" for p, _ in NORM_KERNELS))
 @lru_cache(maxsize=65536)
 def is_norm(name: str) -> bool:
     return bool(_NORM.search(name))
+
+# The MLP block's landmarks. An activation between the up and down projections (dense MLP,
+# routed and shared experts), and MoE kernels: routing, dispatch, the expert GEMMs and the
+# reduction whose result a fused-MoE output copy moves (corpus/: vLLM 0.26.0 on H200).
+ACTIVATION_KERNELS: tuple[tuple[str, str], ...] = (
+    (r"act_and_mul|silu_and_mul|gelu_and_mul|swiglu|(?i:silu_kernel)", "vLLM `act_and_mul_kernel` (corpus/), "
+                                                                    "aiter / SGLang `silu_and_mul`"),
+    (r"^triton_\w*(mul_silu|silu_mul|gelu)", "Inductor-fused activations: `triton_poi_fused_mul_silu_slice_*` "
+                                            "(corpus/ OLMo-hybrid and Kimi-Linear graphs)"),
+)
+MOE_KERNELS: tuple[tuple[str, str], ...] = (
+    (r"fused_moe|moe_align_block_size|grouped_topk|topk_softmax|topkGating|moe_sorting|MoeFlatmm|fmoe|"
+     r"_matmul_ogs|moe_gemm|expert", "vLLM Triton fused MoE and routing (corpus/), aiter / CK MoE, "
+                                     "triton_kernels matmul_ogs (MI300X gpt-oss sample)"),
+)
+# The kernel that produces the routed experts' result: a copy right after it is the MoE output copy.
+MOE_REDUCE_KERNELS: tuple[tuple[str, str], ...] = (
+    (r"moe_sum|moe_reduce|moe_sum_reduce|finalizeMoe|finalize_moe|moe_combine|_moe_unpermute",
+     "vLLM `moe_sum_vec_kernel` (corpus/: right before every fused-MoE output copy), SGLang "
+     "`moe_sum_reduce`, TensorRT-LLM `finalizeMoeRouting`"),
+)
+_ACT = re.compile("|".join(f"(?:{p})" for p, _ in ACTIVATION_KERNELS))
+_MOE = re.compile("|".join(f"(?:{p})" for p, _ in MOE_KERNELS + MOE_REDUCE_KERNELS))
+_MOE_REDUCE = re.compile("|".join(f"(?:{p})" for p, _ in MOE_REDUCE_KERNELS))
+
+
+@lru_cache(maxsize=65536)
+def is_activation(name: str) -> bool:
+    return bool(_ACT.search(name))
+
+
+@lru_cache(maxsize=65536)
+def is_moe(name: str) -> bool:
+    return bool(_MOE.search(name))
+
+
+@lru_cache(maxsize=65536)
+def is_moe_reduce(name: str) -> bool:
+    return bool(_MOE_REDUCE.search(name))
