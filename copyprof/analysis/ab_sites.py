@@ -33,8 +33,9 @@ def _site_counts(run: RunReport, post_keys: set[tuple[int, str]] | None = None) 
     with ``post_keys`` (the baseline's post-projection sizes/neighbours) a candidate's
     unattributed copies of the same size and place count as post-projection too."""
     out: dict[tuple[str, int, str], float] = {}
+    placed = run.attribution.method == "structure"  # its roles come from the layers: nothing to pool
     for s in run.sites:
-        post = is_post_site(s) or (post_keys is not None and s.site == "other" and site_key(s) in post_keys)
+        post = is_post_site(s) or (not placed and post_keys is not None and s.site == "other" and site_key(s) in post_keys)
         key = (UNATTRIBUTED if post else s.site, *site_key(s))
         out[key] = out.get(key, 0.0) + float(s.per_step)
     return out
@@ -56,8 +57,14 @@ def removed_scope(base: RunReport, cand: RunReport) -> tuple[str | None, str]:
     if hb is not None and hc is not None:
         return None, (f"CPU-only traces: {hb} → {hc} `aten::copy_` ops per step ({hb - hc} fewer in the candidate); "
                       "device copies need a GPU trace")
-    if base.layout is None or b["total"] == 0:
+    if base.layout is None:
         return None, "the baseline has no attributed post-projection copies (give --model, or check the baseline build)"
+    if b["total"] == 0:
+        if not site_changes(base, cand):
+            return None, ("no post-projection copies in either arm, and the same copies per step in both: "
+                          "the candidate changed no copy")
+        return None, ("no post-projection copies in the baseline: nothing for a direct-return patch to remove; "
+                      "the candidate changed other copies (see the site changes)")
     kinds = [k for k in _kinds(base) if b[k] > 0]
     c = cand.per_step.post_proj
     pooled = round(sum(v for (fam, _, _), v in _site_counts(cand, post_keys(base)).items() if fam == UNATTRIBUTED))

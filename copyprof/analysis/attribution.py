@@ -14,7 +14,7 @@ import numpy as np
 
 from copyprof.analysis.layer_map import LayerMap
 from copyprof.analysis.results import Attribution
-from copyprof.taxonomy.anchors import CONSISTENT, anchor_mechanism
+from copyprof.taxonomy.anchors import CONSISTENT, anchor_mechanism, is_attention_math
 
 if TYPE_CHECKING:
     from copyprof.models import ModelLayout
@@ -60,7 +60,11 @@ def summarise_attribution(verdicts: list[StepVerdict], layout: ModelLayout | Non
         # Only an attention kernel in the wrong layers contradicts the layout: other kernels whose
         # count happens to match a kind's layers are the dense first layer's MLP among MoE layers,
         # or Inductor kernels whose names repeat across pieces of different kinds.
-        real = {name: v for name, v in ok_map.kinds.disagree.items() if anchor_mechanism(name)}
+        # A kind none of whose counted kernels fits its layers is a layout the trace contradicts:
+        # then all of them count.
+        fitting = set(ok_map.kinds.agree.values())
+        real = {name: v for name, v in ok_map.kinds.disagree.items()
+                if anchor_mechanism(name) or is_attention_math(name) or v[0] not in fitting}
         out.kind_disagreements = [f"{name[:80]} runs in layers {_ranges(seen)} but the layout's {kind} layers are "
                                   f"{_ranges(layout.layers_of(kind))}"
                                   for name, (kind, seen) in sorted(real.items())]

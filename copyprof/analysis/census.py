@@ -23,10 +23,11 @@ import pandas as pd
 
 from copyprof.analysis.attribution import StepVerdict, anchor_agreement, summarise_attribution
 from copyprof.analysis.census_order import order_attribution
-from copyprof.analysis.copy_sites import OTHER, POST, UNPLACED, NameRoles, place_copies
+from copyprof.analysis.copy_sites import OTHER, POST, UNPLACED, NameRoles, Place, place_copies
 from copyprof.analysis.layer_map import LayerMap, map_layers
 from copyprof.analysis.results import Attribution
-from copyprof.analysis.sources import NO_STACKS, copy_sources
+from copyprof.analysis.role_evidence import Evidence, weigh_stacks
+from copyprof.analysis.sources import NO_STACKS, CopySources, copy_sources
 from copyprof.analysis.step_ops import StepOps, step_ops
 from copyprof.analysis.steps import Steps
 from copyprof.events import BYTES_SOURCES
@@ -74,8 +75,12 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     maps: dict[int, LayerMap] = {}
     verdicts: list[StepVerdict] = []
     anchors = (0, 0)
+    found = _sources(events, ops, op_shapes or {})
+    evidence = None
     if layout is not None:
         maps, anchors = _place_by_structure(ops, op_bounds, copy_bounds, layout, role, layer, slot, place)
+        evidence = weigh_stacks(role, place, found.modules if found is not None else None, ops.c_prev,
+                                [x is not None for x in found.source] if found is not None else None)
     per_step = []
     kinds = tuple(layout.kinds) if layout is not None else ()
     for k, step_id in enumerate(step_ids.tolist()):
@@ -89,7 +94,8 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     for k in range(len(step_ids)):
         pos[copy_bounds[k]:copy_bounds[k + 1]] = np.arange(copy_bounds[k + 1] - copy_bounds[k])
     copies = _copies_frame(events, ops, pos, c_bytes, c_src, role, layer, slot, place, layout)
-    _add_sources(copies, events, ops, op_shapes or {})
+    _add_sources(copies, found)
+    _add_evidence(copies, evidence, role)
     ps = pd.DataFrame(per_step)
     if not ps.empty:
         ps = ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left")
@@ -98,6 +104,7 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     if keep_layers and layout is not None:
         census.layers = _layer_spans(events, ops, op_bounds, maps, layout)
     census.attribution = summarise_attribution(verdicts, layout, list(maps.values()), anchors)
+    census.notes += _evidence_notes(copies, len(step_ids))
     if layout is None:
         census.notes.append("attribution to layers needs a model layout (--model)")
         census.notes += _trace_alone(copies, len(table))
@@ -234,11 +241,41 @@ def _layer_spans(events: pd.DataFrame, ops: StepOps, op_bounds: np.ndarray, maps
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["step", "layer", "kind", "start_ns", "end_ns"])
 
 
-def _add_sources(copies: pd.DataFrame, events: pd.DataFrame, ops: StepOps, op_shapes: dict[str, str]) -> None:
+def _sources(events: pd.DataFrame, ops: StepOps, op_shapes: dict[str, str]) -> CopySources | None:
+    """The issuing code of every copy, where the trace has Python stacks or shapes (else None)."""
+    if len(ops.c_pos) and ops.c_row is not None and (op_shapes or (events["kind"] == "python").any()):
+        return copy_sources(events, ops.c_row, op_shapes)
+    return None
+
+
+def _evidence_notes(copies: pd.DataFrame, n_steps: int) -> list[str]:
+    """Where the stack overruled structure, say so per role (the report must not hide it)."""
+    if "agree" not in copies or not n_steps or copies.empty:
+        return []
+    lost = copies[copies["agree"].map(lambda a: a is False).to_numpy(dtype=bool)]
+    out = []
+    for (said, now), g in lost.groupby(["structure_said", "role"]):
+        out.append(f"{len(g) / n_steps:g} copies per step placed as {said} by the kernel order were issued by "
+                   f"the {g['block'].iloc[0]} block's code (Python stack): taken as {now}")
+    return out
+
+
+def _add_evidence(copies: pd.DataFrame, evidence: Evidence | None, settled: np.ndarray) -> None:
+    """Which evidence set each copy's role (a copy structure left to its size says ``size``)."""
+    if evidence is None:
+        copies["block"], copies["evidence"], copies["structure_said"] = "", "", ""
+        copies["agree"] = pd.Series([None] * len(copies), index=copies.index, dtype=object)
+        return
+    ev = evidence.evidence.copy()
+    ev[(ev == "structure") & (copies["place"].to_numpy() == Place.NO_LAYERS.value)] = "size"
+    copies["block"], copies["evidence"], copies["structure_said"] = evidence.block, ev, evidence.structure_said
+    copies["agree"] = pd.Series(list(evidence.agree), index=copies.index, dtype=object)
+
+
+def _add_sources(copies: pd.DataFrame, found: CopySources | None) -> None:
     """The issuing code of every copy, where the trace has Python stacks (else none, and why),
     and the shape its CPU op recorded, where the trace has shapes (else "")."""
-    if len(copies) and ops.c_row is not None and (op_shapes or (events["kind"] == "python").any()):
-        found = copy_sources(events, ops.c_row, op_shapes)
+    if found is not None:
         copies["source"] = pd.Series(found.source, index=copies.index, dtype=object)
         copies["stack"] = pd.Series([tuple(x) for x in found.stack], index=copies.index, dtype=object)
         copies["why"] = pd.Series(found.why, index=copies.index, dtype=object)

@@ -86,11 +86,21 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
             source=code or None, stack=list(g["stack"].iloc[0]) if code else [],
             source_note="" if code else str(g["why"].iloc[0]) if "why" in g else "",
             shape=_commonest(g["shape"]) if "shape" in g else "",
-            **_node_identity(g),
+            **_node_identity(g), **_evidence(g),
         ))
     order = {**{k: i for i, k in enumerate(census.kinds)}, "post-proj": 90, "placement": 91, "allreduce-staging": 92,
              "other": 93}
     return sorted(rows, key=lambda r: (order.get(r.site, 99), -r.per_step))
+
+
+def _evidence(g: pd.DataFrame) -> dict[str, object]:
+    """What set the site's role: the commonest evidence, whether structure and stack agreed on
+    every copy (None where only one of them spoke), what structure had said where it lost."""
+    if "evidence" not in g:
+        return {}
+    agree = [a for a in g["agree"].tolist() if a is not None]
+    return {"place": _commonest(g["place"]), "evidence": _commonest(g["evidence"]),
+            "evidence_agree": all(agree) if agree else None, "structure_said": _commonest(g["structure_said"])}
 
 
 def _commonest(values: pd.Series) -> str:

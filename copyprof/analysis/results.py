@@ -91,6 +91,10 @@ class Site(Struct):
     shape: str = ""  # the dims and dtypes its CPU op recorded (record_shapes), the commonest; "" if none
     graph_nodes: list[int] = []  # the graph node ids its copies replay (trace field "graph node id"), sorted
     graph_node_stable: bool | None = None  # every counted step replays the same nodes for it (None: no node ids)
+    place: str = ""  # where structure put it, in words (analysis/copy_sites.py Place)
+    evidence: str = ""  # what set the role: structure | structure+stack | stack | size ("" without a layout)
+    evidence_agree: bool | None = None  # structure and stack named the same block (None: only one of them)
+    structure_said: str = ""  # the role structure gave where the stack overruled it
 
 
 class Attribution(Struct):

@@ -22,6 +22,7 @@ import pandas as pd
 
 from copyprof.events import name_array
 from copyprof.taxonomy.copies import is_graph_launch
+from copyprof.taxonomy.modules import MODULE_PREFIX
 
 STACK_DEPTH = 4  # frames in a copy's stack: its source and up to three callers
 NO_STACKS = "the trace has no Python stacks (capture with with_stack on, e.g. `copyprof run --with-stack`)"
@@ -49,6 +50,7 @@ class CopySources:
     op: list[str]
     why: list[str]
     shape: list[str]
+    modules: list[list[str]] | None = None  # the nn.Module frames around it, innermost first
 
 
 class _Frames:
@@ -80,7 +82,7 @@ class _Frames:
 def copy_sources(events: pd.DataFrame, rows: np.ndarray, op_shapes: dict[str, str] | None = None) -> CopySources:
     """Sources of the events at positional ``rows`` (GPU copies, or host copy ops themselves)."""
     n = len(rows)
-    out = CopySources([None] * n, [[] for _ in range(n)], [""] * n, [NO_STACKS] * n, [""] * n)
+    out = CopySources([None] * n, [[] for _ in range(n)], [""] * n, [NO_STACKS] * n, [""] * n, [[] for _ in range(n)])
     if not n:
         return out
     kind = events["kind"].to_numpy()
@@ -108,7 +110,8 @@ def copy_sources(events: pd.DataFrame, rows: np.ndarray, op_shapes: dict[str, st
         out.op[i] = str(names[op]) if op >= 0 else ""
         tree = frames.get(int(tid[anchor]))
         chain = tree.enclosing(int(start[anchor])) if tree is not None else []
-        mine = [f for f in chain if not is_torch_frame(f)]
+        out.modules[i] = [f for f in chain if f.startswith(MODULE_PREFIX)]  # type: ignore[index]
+        mine = [f for f in chain if not is_torch_frame(f) and not f.startswith(MODULE_PREFIX)]
         if mine:
             out.source[i], out.stack[i], out.why[i] = mine[0], mine[:STACK_DEPTH], ""
         else:

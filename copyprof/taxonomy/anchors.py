@@ -97,3 +97,14 @@ def anchor_kind(name: str) -> str:
 @lru_cache(maxsize=65536)
 def is_allreduce(name: str) -> bool:
     return bool(_AR.search(name))
+
+
+# Attention written as plain torch ops (SDPA's math fallback, a reference implementation, the
+# replica engine's MLA stand-in): its softmax is the core. Not an anchor of any mechanism —
+# an MoE router runs a softmax too — but a softmax that runs in another kind's layers than the
+# layout says is that kind's attention misplaced.
+_ATTENTION_MATH = re.compile(r"SoftMax|softmax_warp|(?i:attention_math)")
+
+
+def is_attention_math(name: str) -> bool:
+    return bool(_ATTENTION_MATH.search(name)) and not re.search(r"(?i:topk|moe|gating)", name)
