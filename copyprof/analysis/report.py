@@ -119,4 +119,9 @@ def _run_metadata(path: str, trace_meta: dict[str, Any]) -> dict[str, Any]:
                 out["run"] = json.load(fh)
         except (OSError, ValueError) as exc:
             out["run_json_error"] = str(exc)
+    log = os.path.join(path, "server.log") if os.path.isdir(path) else None
+    if log and os.path.isfile(log) and not (isinstance(out.get("run"), dict) and out["run"].get("vllm_engine")):
+        from copyprof.capture.vllm.server_log import engine_facts
+
+        out["vllm_engine"] = engine_facts(log)
     return out

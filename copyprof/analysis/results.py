@@ -203,6 +203,11 @@ class Setup(Struct):
     command: str | None = None
     arm: str | None = None
     copyprof_version: str | None = None
+    model_runner: str | None = None  # vLLM's: "v1" (gpu_model_runner.py) or "v2" (Model Runner V2)
+    compilation: str | None = None  # vLLM's compilation mode (VLLM_COMPILE, NONE, ...)
+    compiled_by: str | None = None  # the torch.compile backend when compiled ("inductor")
+    cudagraph_mode: str | None = None  # FULL_AND_PIECEWISE, PIECEWISE, FULL, NONE
+    attention_backends: list[str] = []
 
 
 class Completeness(Struct):

@@ -74,7 +74,20 @@ def run_setup(metadata: dict[str, Any], *, device: str, tokens: int | None, grap
         command=" ".join(map(str, rj["command"])) if isinstance(rj.get("command"), list) else None,
         arm=_first(rj.get("arm"), rj.get("label")),
         copyprof_version=rj.get("copyprof_version"),
+        **_engine(metadata),
     )
+
+
+def _engine(metadata: dict[str, Any]) -> dict[str, Any]:
+    """What vLLM chose (model runner, compilation, CUDA graphs): run.json's ``vllm_engine``, read
+    from the server log by `copyprof run`, else the log itself (run directories made before)."""
+    facts = _run_json(metadata).get("vllm_engine") or metadata.get("vllm_engine")
+    if not isinstance(facts, dict):
+        return {}
+    backends = facts.get("attention_backends")
+    return {"model_runner": facts.get("model_runner"), "compilation": facts.get("compilation_mode"),
+            "compiled_by": facts.get("compiled_by"), "cudagraph_mode": facts.get("cudagraph_mode"),
+            "attention_backends": [str(b) for b in backends] if isinstance(backends, list) else []}
 
 
 # (field, words): what two arms must share for an A/B to measure the patch alone.

@@ -47,9 +47,11 @@ def _run_headline(run: RunReport, label: str, floor: str) -> str:
                 f"({fmt_ms(ps.other_ms or 0.0)} ms/step) — pass --model to place them in the model's layers")
     if not total:
         seen = " seen" if floor else ""
-        return (f"{label}: no post-projection copies{seen}{where}; {floor}"
-                f"{plural(ps.copies, 'other device-to-device copy')} per step ({fmt_ms(ps.other_ms or 0.0)} ms) "
-                "— nothing for a direct-return patch to remove")
+        compiled = (f" (vLLM compiled the model with {run.setup.compiled_by}, which can remove `output[:] = ...` "
+                    "copies)") if run.setup.compiled_by else ""
+        return (f"{label}: no post-projection copies{seen} in this capture{where}{compiled}: nothing for a "
+                f"direct-return patch to remove; {floor}{plural(ps.copies, 'other device-to-device copy')} per step "
+                f"({fmt_ms(ps.other_ms or 0.0)} ms)")
     parts = " + ".join(f"{ps.post_proj[k]} {kind_label(k)}" for k in kinds if ps.post_proj[k])
     est = next((e for e in run.estimate if e.scope == "all"), None)
     cost = f"{fmt_ms(ps.post_proj_ms.get('total') or 0.0)} ms"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from copyprof.analysis.results import RunReport
+from copyprof.analysis.results import RunReport, Setup
 from copyprof.models.layout import kind_label
 from copyprof.render.headline import plural
 
@@ -167,6 +167,22 @@ def run_tables(run: RunReport, by_rank: bool = False, by_source: bool = False) -
     return tables
 
 
+def engine_words(st: Setup) -> str:
+    """What vLLM chose, in words: ``vLLM V1 model runner, torch.compile (inductor), CUDA graphs FULL_AND_PIECEWISE``."""
+    parts = []
+    if st.model_runner:
+        parts.append(f"vLLM {st.model_runner.upper()} model runner")
+    if st.compilation == "NONE":
+        parts.append("not compiled")
+    elif st.compilation:
+        parts.append(f"torch.compile ({st.compiled_by or st.compilation})")
+    if st.cudagraph_mode:
+        parts.append("no CUDA graphs" if st.cudagraph_mode == "NONE" else f"CUDA graphs {st.cudagraph_mode}")
+    if st.attention_backends:
+        parts.append("attention " + "/".join(st.attention_backends))
+    return ", ".join(parts)
+
+
 def setup_lines(run: RunReport) -> list[str]:
     """Facts about the capture, each as the inputs state it (analysis/setup.py)."""
     st = run.setup
@@ -178,6 +194,9 @@ def setup_lines(run: RunReport) -> list[str]:
                          (st.aiter_version, "aiter"), (st.arm, "arm"), (st.captured, "captured")):
         if value not in (None, ""):
             parts.append(f"{label} {value}")
+    engine = engine_words(st)
+    if engine:
+        parts.append(engine)
     layout = run.layout
     if layout:
         kinds = ", ".join(f"{n} {kind_label(k)}" for k, n in layout.kinds.items())

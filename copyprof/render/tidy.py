@@ -25,7 +25,8 @@ def _run_rows(run: RunReport, arm: str, by_source: bool) -> Iterator[Row]:
     s = run.setup
     for key in ("engine", "model", "tp", "world_size", "concurrency", "tokens_per_step", "graph_mode", "device",
                 "dtype_bytes", "vllm_version", "vllm_commit", "torch_version", "cuda_runtime", "hip_runtime",
-                "aiter_version", "profiler", "captured", "command", "arm", "copyprof_version"):
+                "aiter_version", "profiler", "captured", "command", "arm", "copyprof_version", "model_runner",
+                "compilation", "compiled_by", "cudagraph_mode"):
         if getattr(s, key) is not None:
             yield "setup", key, arm, getattr(s, key), ""
     yield "setup", "path", arm, run.path, ""

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from copyprof.cli.main import cli
-from tests.corpus.conftest import model_path, run_named, run_path, truth
+from tests.corpus.conftest import CORPUS, model_path, run_named, run_path, truth
 
 
 def _report(*args: str) -> dict:
@@ -68,3 +68,28 @@ def test_graph_copies_take_the_eager_truths_sources(graph, eager):
     assert got == expected
     matched = sum(v for k, v in expected.items() if k is not None)
     assert run["source_match"]["rate"] == pytest.approx(matched / len(in_layers))
+
+
+@pytest.mark.parametrize("part,runner,mode,graphs", [
+    ("kimi-linear-12l-c16-graph-baseline", "v1", "VLLM_COMPILE", "FULL_AND_PIECEWISE"),
+    ("kimi-linear-12l-c16-eager-baseline", "v1", "NONE", "NONE"),
+    ("qwen3-8l-c24-graph-baseline", "v2", "VLLM_COMPILE", "FULL_AND_PIECEWISE"),
+    ("qwen3-8l-c24-eager-baseline", "v2", "NONE", "NONE"),
+])
+def test_the_report_says_what_vllm_chose(part, runner, mode, graphs):
+    """Read off each server.log by eye: MoE/hybrid models ran the V1 runner, dense Qwen3 Model
+    Runner V2 ("Using V2 Model Runner"); graph runs compiled by Inductor, eager runs not."""
+    r = run_named(part)
+    log = (CORPUS / "runs" / r["name"] / "server.log").read_text()
+    assert ("Using V2 Model Runner" in log) == (runner == "v2")
+    assert f"<CompilationMode.{mode}:" in log and f"'cudagraph_mode': <CUDAGraphMode.{graphs}:" in log
+    setup = _report(run_path(r), "--model", model_path(r))["runs"][0]["setup"]
+    assert (setup["model_runner"], setup["compilation"], setup["cudagraph_mode"]) == (runner, mode, graphs)
+    assert setup["compiled_by"] == ("inductor" if mode != "NONE" else None)
+
+
+def test_a_compiled_capture_without_post_projection_copies_says_so_first():
+    r = run_named("kimi-linear-12l-c16-graph-baseline")
+    head = _report(run_path(r), "--model", model_path(r))["headline"]
+    assert "no post-projection copies in this capture" in head and "nothing for a direct-return patch" in head
+    assert "inductor" in head

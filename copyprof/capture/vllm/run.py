@@ -49,6 +49,7 @@ from copyprof.capture.vllm.client import (
 )
 from copyprof.capture.vllm.command import RunSpec, build_server_command, is_cpu_backend, version_notes
 from copyprof.capture.vllm.probe import kernel_env, probe_vllm
+from copyprof.capture.vllm.server_log import engine_facts
 from copyprof.capture.vllm.server import (
     SERVER_LOG,
     ServerProcess,
@@ -184,6 +185,7 @@ def _record_failure(run_dir: Path, why: str, stage: str, server: ServerProcess |
             fields["server_exit_code"] = server.exit_code
         if window:  # the cohort's attempts, and the window's token counts when it got that far
             fields["window"] = window
+        fields["vllm_engine"] = engine_facts(log)
         fields["error_log_tail"] = log_tail(log, end=at_failure)
         fields["stop_log_tail"] = log_tail(log, start=at_failure)
         try:
@@ -341,7 +343,7 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
             rep.info(f"warning: {completeness['message']}")
         update_run_json(run_dir, status=STATUS_COMPLETE, finished=utc_now_iso(), server_stop=how,
                         server_exit_code=server.exit_code, rank_traces=traces, files=_rel_files(run_dir),
-                        completeness=completeness)
+                        completeness=completeness, vllm_engine=engine_facts(log))
         return run_dir
     except BaseException as exc:
         err: BaseException = exc
