@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from copyprof.analysis.idle_gaps import cut_at_idle_gaps
 from copyprof.analysis.step_projection import other_thread_note, project_through_correlations
 from copyprof.analysis.step_rows import ROWS_PER_PASS, STEP_DTYPE, positions, step_extents
 from copyprof.taxonomy.annotations import GRAMMARS, parse_step
@@ -157,89 +158,20 @@ def _graph_launch_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int)
     return Steps("graph-launch", table, step_of, device, notes, warnings)
 
 
-# What the idle-gap rule must find before it calls segments steps (issue 15: on a GPU-only
-# trace it once cut at 3 µs and reported 13 one-kernel "decode steps"; on the MI350X rocprofv3
-# sample it took 1 of 7 unrelated segments and showed 0 copies per step). The floors are
-# chosen, not measured: a launch gap inside a step is a few µs, and an engine's host work
-# between decode steps (scheduling, sampling, input preparation) takes longer than 50 µs;
-# a transformer decode step runs several kernels per layer, far more than 10.
-MIN_GAP_NS = 50_000
-MIN_REPEATS = 3
-MIN_KERNELS = 10
-_STANDOUT = 3.0  # a threshold candidate is a gap at least this many times the next smaller one
-
-
 def _idle_gap_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> tuple[Steps | None, str]:
-    """Steps from idle gaps, or None and why none were taken. Each gap that stands out among
-    the larger gaps is tried as the cut, most outstanding first; the first that meets the
-    floors above with one modal segment size wins."""
+    """Steps from idle gaps (analysis/idle_gaps.py), or None and why none were taken."""
     idx = np.flatnonzero(gpu_mask)
-    if len(idx) < 4:
-        return None, f"{len(idx)} GPU events"
     order = idx[np.argsort(events["start_ns"].to_numpy()[idx], kind="stable")]
     starts = events["start_ns"].to_numpy()[order]
     ends = starts + events["dur_ns"].to_numpy()[order]
-    gaps = starts[1:] - np.maximum.accumulate(ends)[:-1]
-    candidates = _gap_thresholds(gaps)
-    if not candidates:
-        return None, "no idle gap stands out"
-    is_kernel = (events["kind"] == "kernel").to_numpy()[order]
-    first_why = ""
-    for cut in candidates:
-        seg_id = np.concatenate(([0], np.cumsum(gaps >= cut)))
-        sizes = np.bincount(seg_id)
-        why, modal = _structure(cut, sizes, np.bincount(seg_id, weights=is_kernel))
-        if why is None:
-            return _gap_steps(events, order, seg_id, sizes, modal, cut, device), ""
-        first_why = first_why or why
-    return None, first_why
-
-
-def _structure(cut: float, sizes: np.ndarray, kernels: np.ndarray) -> tuple[str | None, int]:
-    """Why segments cut at ``cut`` are not steps (None when they are), and the modal size."""
-    freq = np.bincount(sizes)
-    modal = int(freq.argmax())
-    repeats = int(freq[modal])
-    if cut < MIN_GAP_NS:
-        return f"the gap that stands out is {cut / 1e3:.1f} µs, under the {MIN_GAP_NS / 1e3:.0f} µs floor", modal
-    if repeats < MIN_REPEATS:
-        return (f"cut at gaps >= {cut / 1e3:.1f} µs, no segment size repeats {MIN_REPEATS} times "
-                f"({len(sizes)} segments of {len(set(sizes.tolist()))} sizes)"), modal
-    if (freq == repeats).sum() > 1:
-        tied = ", ".join(str(int(x)) for x in np.flatnonzero(freq == repeats))
-        return f"cut at gaps >= {cut / 1e3:.1f} µs, segments of {tied} events are equally common", modal
-    per_step = float(np.median(kernels[sizes == modal]))
-    if per_step < MIN_KERNELS:
-        return (f"cut at gaps >= {cut / 1e3:.1f} µs, the repeating segments hold a median of {per_step:g} "
-                f"kernel(s), fewer than {MIN_KERNELS}"), modal
-    return None, modal
-
-
-def _gap_steps(events: pd.DataFrame, order: np.ndarray, seg_id: np.ndarray, sizes: np.ndarray, modal: int,
-               cut: float, device: int) -> Steps:
+    found, why = cut_at_idle_gaps(starts, ends, (events["kind"] == "kernel").to_numpy()[order])
+    if found is None:
+        return None, why
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
-    step_of[order] = seg_id
-    n = len(sizes)
-    table = _build_table(events, step_of, [f"segment {i}" for i in range(n)], [None] * n, list(sizes == modal))
-    taken = int((sizes == modal).sum())
-    notes = [f"no step markers or launch correlations: GPU work cut at idle gaps >= {cut / 1e3:.1f} µs; "
-             f"{taken} of {n} segments have the repeating size of {modal} events and are taken as decode steps"]
-    warnings = [f"steps are inferred, not marked: the GPU timeline was cut at idle gaps >= {cut / 1e3:.1f} µs and the "
-                f"{taken} of {n} segments with the repeating size ({modal} events) are taken as decode steps; "
-                "check that count against the capture"]
-    return Steps("idle-gap", table, step_of, device, notes, warnings)
-
-
-def _gap_thresholds(gaps: np.ndarray) -> list[float]:
-    """Gap sizes that stand out among the larger gaps (each at least _STANDOUT times the next
-    smaller one), the largest jump first."""
-    g = np.sort(gaps[gaps > 0])[::-1].astype(float)
-    if len(g) < 3:
-        return []
-    top = g[: max(3, len(g) // 3)]
-    ratios = top[:-1] / np.maximum(top[1:], 1.0)
-    ks = [k for k in np.argsort(-ratios, kind="stable").tolist() if ratios[k] >= _STANDOUT]
-    return [float(top[k]) for k in ks]
+    step_of[order] = found.step_of
+    n = found.n_steps
+    table = _build_table(events, step_of, [f"segment {i}" for i in range(n)], [None] * n, found.is_decode)
+    return Steps("idle-gap", table, step_of, device, found.notes, found.warnings), ""
 
 
 def step_warnings(analyses: list[tuple[int, Steps]]) -> list[str]:

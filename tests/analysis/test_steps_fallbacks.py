@@ -18,7 +18,8 @@ import pytest
 from rich.console import Console
 
 from copyprof.analysis.report import analyze_run
-from copyprof.analysis.steps import MIN_GAP_NS, MIN_KERNELS, segment
+from copyprof.analysis.idle_gaps import MIN_KERNELS
+from copyprof.analysis.steps import segment
 from copyprof.events import EventTableBuilder, Trace, TraceMeta
 from copyprof.reading import read_runs
 from copyprof.render.report_text import RENDERERS, ReportView, render_terminal
@@ -43,12 +44,30 @@ def _timeline(segments: list[int], gap_ns: int, inner_gap_ns: int = 2_000, copie
 
 def test_a_microscopic_gap_finds_no_steps():
     # the GPU-only shape: runs of kernels 0.1 µs apart, the runs 3 µs apart: 3 µs stands out
+    # from the gaps inside (30x) but each run holds 5 kernels: no decode step is that small
     events = _timeline([5] * 13, gap_ns=3_000, inner_gap_ns=100)
     steps = segment(events)
     assert steps.rule == "none" and steps.table.empty
     [warning] = steps.warnings
-    assert warning.startswith("no steps were found") and f"under the {MIN_GAP_NS // 1000} µs floor" in warning
+    assert warning.startswith("no steps were found") and f"fewer than {MIN_KERNELS}" in warning
     assert "13 device-to-device copies in all" in warning
+
+
+def test_a_short_gap_that_stands_far_out_cuts_steps():
+    """A fast engine: K3-sized steps of 400 kernels at most 1 µs apart, 43 µs of idle between
+    steps (under the 50 µs a fixed floor once asked): 43 µs is 43x the gaps inside, so each run
+    is a step, and the note says the ratio the rule found and the one it asks."""
+    events = _timeline([400] * 12, gap_ns=43_000, inner_gap_ns=1_000)
+    steps = segment(events)
+    assert steps.rule == "idle-gap" and steps.decode["n_events"].tolist() == [400] * 12
+    assert "idle gaps >= 44.0 µs (44x the 95th-percentile gap inside a segment, 1.00 µs; the rule asks 10x)" \
+        in steps.notes[0]
+
+
+def test_a_gap_not_far_above_the_gaps_inside_cuts_nothing():
+    # 43 µs between runs whose kernels are 8 µs apart: only 5x, not a step boundary
+    steps = segment(_timeline([400] * 12, gap_ns=43_000, inner_gap_ns=8_000))
+    assert steps.rule == "none" and "is not 10x the gaps it leaves inside the segments" in steps.warnings[0]
 
 
 def test_a_repeating_structure_is_taken_and_flagged():
