@@ -11,16 +11,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import msgspec
-import numpy as np
-
-from copyprof.analysis.replica_timing import load_timing, timing_shift, timing_summary
 from copyprof.analysis.results import Measure, known
 from copyprof.analysis.stats import ShiftResult
 from copyprof.analysis.verdict import classify, estimator_check, verdict
 
 ORDER = ("replica timing", "GPU span", "client TPOT", "step period")
-UNITS = {"replica timing": "blocks", "GPU span": "steps", "client TPOT": "requests", "step period": "steps"}
+UNITS = {"replica timing": "blocks", "GPU span": "steps", "client TPOT": "runs", "step period": "steps"}
 
 
 def estimator_note(check: dict[str, Any] | None, with_gap: float) -> str:
@@ -34,16 +30,6 @@ def estimator_note(check: dict[str, Any] | None, with_gap: float) -> str:
             "removed copy also takes its dispatch gap with it.")
 
 
-def timing_pair_shift(paths: tuple[str, ...] | list[str]) -> tuple[ShiftResult, dict[str, Any]] | None:
-    """The replica's interleaved timing of this very pair (baseline vs the second run's arm),
-    when both run dirs hold the same timed set; the shift and the JSON summary."""
-    tb, tc = load_timing(paths[0]), load_timing(paths[1])
-    if tb is None or tc is None or tb.get("_arm") != "baseline" or tc.get("_arm") in (None, "baseline") \
-            or not np.array_equal(tb["_arms"]["baseline"], tc["_arms"]["baseline"]):
-        return None  # not arms of one timed set, or the first run is not its baseline
-    return timing_shift(tb, tc["_arm"]), msgspec.to_builtins(timing_summary(tb, tc["_arm"]))
-
-
 def timing_comparison(shift: ShiftResult, summary: dict[str, Any], kernel: float, with_gap: float) -> dict[str, Any]:
     out = dict(summary)
     mde = shift.mde_ms()
@@ -55,15 +41,20 @@ def timing_comparison(shift: ShiftResult, summary: dict[str, Any], kernel: float
     return out
 
 
-def measure_of(name: str, shift: ShiftResult, kernel: float, with_gap: float) -> Measure:
+def measure_of(name: str, shift: ShiftResult, kernel: float, with_gap: float, *, unit: str | None = None,
+               need: int | None = None) -> Measure:
+    """One measure; ``need``: observations per arm that resolve ``kernel`` where the caller
+    knows them better than the shift's own noise does (runs, from the pooled between-run SD)."""
     mde = shift.mde_ms()
     lo, hi = shift.saving_ci95_ms
-    need = shift.steps_needed(kernel) if kernel > 0 else None
+    if need is None:
+        need = (shift.steps_needed(kernel) or None) if kernel > 0 and math.isfinite(mde) else None
     check = estimator_check(kernel, with_gap, shift) if kernel > 0 else None
-    return Measure(name=name, unit=UNITS[name], measured_ms=float(shift.saving_ms), ci95_ms=[known(lo), known(hi)],
+    unit = unit or UNITS[name]
+    return Measure(name=name, unit=unit, measured_ms=float(shift.saving_ms), ci95_ms=[known(lo), known(hi)],
                    mde_ms=known(mde), n_baseline=shift.n_baseline, n_candidate=shift.n_candidate,
                    key=classify(kernel, shift), resolved=bool(shift.resolved),
-                   verdict=verdict(kernel, shift, mde, need, unit=UNITS[name]) + estimator_note(check, with_gap),
+                   verdict=verdict(kernel, shift, mde, need, unit=unit) + estimator_note(check, with_gap),
                    supports=check["supported"] if check else None,
                    supported_error=check["estimates"][check["supported"]]["rel_error"] if check else None)
 

@@ -23,6 +23,7 @@ from copyprof.analysis.rank_figures import (
     step_series,
     timeline,
 )
+from copyprof.analysis.client_metrics import load_tpots
 from copyprof.analysis.replica_timing import load_timing, timing_summary
 from copyprof.analysis.results import Completeness, Layout, RunReport, SourceEntry, StepsInfo
 from copyprof.analysis.setup import run_setup
@@ -91,6 +92,11 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     timing = load_timing(path)
     if timing is not None:
         report.timing = timing_summary(timing)
+        report.timing_blocks = {arm: [float(x) for x in v] for arm, v in timing["_arms"].items()}
+        report.timing_arm = timing.get("_arm")
+    tpots = load_tpots(path)
+    if tpots is not None:
+        report.tpot_ms = [float(x) for x in tpots]
     report.setup = run_setup(report.metadata, device=report.device, tokens=report.per_step.tokens,
                              graph_launches=meta.graph_launches, layout_name=layout.name if layout else None,
                              dtype_bytes=layout.dtype_bytes if layout else None)

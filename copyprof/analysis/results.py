@@ -287,6 +287,9 @@ class RunReport(Struct):
     completeness: Completeness | None = None
     launch_overhead: LaunchOverhead | None = None
     graph_nodes: GraphNodeMatch | None = None
+    tpot_ms: list[float] = []  # each request's TPOT (client_metrics.json): the A/B needs no second read
+    timing_blocks: dict[str, list[float]] = {}  # the replica's timed blocks per arm (timing.json), ms
+    timing_arm: str | None = None  # which of them this run is
 
     @property
     def lower_bound(self) -> bool:
@@ -318,7 +321,7 @@ class Measure(Struct):
     """One measurement of an A/B's saving (baseline − candidate) on its own observations."""
 
     name: str  # replica timing | GPU span | client TPOT | step period
-    unit: str  # what one observation is: blocks, steps, requests
+    unit: str  # what one observation of the interval is: runs, steps (one process), blocks
     measured_ms: float
     ci95_ms: list[float | None]
     mde_ms: float | None
@@ -329,6 +332,10 @@ class Measure(Struct):
     verdict: str
     supports: str | None = None  # the estimate it supports: kernel | kernel_plus_gap (analysis/verdict.py)
     supported_error: float | None = None  # (that estimate - measured) / measured
+    assumes: str = ""  # what the interval assumes, in words
+    between_runs_sd_ms: float | None = None  # the pooled between-run SD (runs as unit), None: not measured
+    runs_needed: int | None = None  # runs per arm that would resolve the estimate (runs as unit)
+    run_values_ms: dict[str, list[float]] = {}  # each run's value per arm (runs as unit)
 
 
 class Comparison(Struct):
@@ -359,6 +366,10 @@ class Comparison(Struct):
     best_measure: str | None = None
     best_measure_note: str = ""  # why a finer measure was passed over (step periods that measure the profiler)
     lower_bound_runs: list[int] = []  # runs whose copy counts are a floor (GPU work missing under graph launches)
+    runs_per_arm: dict[str, int] = {}  # runs pooled in each arm (and "aa": runs of A/A groups)
+    replication: str = ""  # boots | one-process | unknown: what separates the arms' measurements
+    aa: dict[str, Any] | None = None  # an A/A of the setup: runs, between-run SD, the spread of two boots
+    is_aa: bool = False  # both arms are runs of identical code (an A/A report)
 
 
 def known(x: float | None) -> float | None:

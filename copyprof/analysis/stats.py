@@ -89,6 +89,8 @@ class ShiftResult:
     block: int = 1
     n_units: dict[str, int] | None = None
     unit_noise_ms: dict[str, float] | None = None
+    test: str = "rank"  # "rank" (the rank test's MDE, efficiency 3/pi) or "t" (a t test on the units)
+    df: float | None = None  # the t test's degrees of freedom where they are not Welch's (pooled runs)
 
     @property
     def saving_ms(self) -> float:
@@ -116,12 +118,26 @@ class ShiftResult:
         """MDE of this very analysis (same units, pairing and batch size as the interval)."""
         un = self.unit_noise_ms or self.noise_ms
         nu = self.n_units or {"baseline": self.n_baseline, "candidate": self.n_candidate}
+        if self.test == "t":
+            from copyprof.stats.between_runs import t_mde
+
+            return t_mde(un["baseline"], un["candidate"], nu["baseline"], nu["candidate"], alpha=alpha, power=power,
+                         df=self.df)
         return minimum_detectable_effect(un["baseline"], un["candidate"], nu["baseline"], nu["candidate"],
                                          alpha=alpha, power=power, paired=self.paired)
 
     def steps_needed(self, effect_ms: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
         """Raw observations (steps) per arm this analysis would need to resolve ``effect_ms``."""
         un = self.unit_noise_ms or self.noise_ms
+        if self.test == "t":
+            from copyprof.stats.between_runs import t_mde
+
+            if not all(math.isfinite(v) and v >= 0 for v in un.values()) or not effect_ms:
+                return 0
+            n = 2
+            while n < 10**7 and t_mde(un["baseline"], un["candidate"], n, n, alpha=alpha, power=power) > abs(effect_ms):
+                n = max(n + 1, int(n * 1.25))
+            return n * self.block
         units = steps_needed(effect_ms, un["baseline"], un["candidate"], alpha=alpha, power=power,
                              paired=self.paired)
         return units * self.block

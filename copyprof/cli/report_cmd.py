@@ -8,6 +8,7 @@ import sys
 import click
 
 from copyprof.analysis.results import RunReport, encode
+from copyprof.cli.arms import ArmPaths, ArmsCommand, resolve_arms
 from copyprof.cli.model_option import resolve_layout
 from copyprof.errors import CopyprofError
 from copyprof.models import ModelLayout
@@ -53,8 +54,14 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
         wait_for_writes()
 
 
-@click.command("report")
-@click.argument("runs", nargs=-1, required=True, type=click.Path())
+@click.command("report", cls=ArmsCommand)
+@click.argument("runs", nargs=-1, type=click.Path())
+@click.option("--baseline", "baseline", multiple=True, type=click.Path(),
+              help="The baseline arm's runs (several: --baseline R1 R2 ...); the between-run spread is their unit.")
+@click.option("--candidate", "candidate", multiple=True, type=click.Path(), help="The candidate arm's runs.")
+@click.option("--aa", "aa", multiple=True, type=click.Path(),
+              help="Runs of identical code in the same setup (an A/A): alone, the setup's noise floor; with an "
+                   "A/B, their spread is pooled into the between-run variance.")
 @click.option("--model", "model", help="Model layout: a preset (see `copyprof models`), a config.json or a model directory.")
 @click.option("--rank", type=int, default=None, help="Rank whose figures head the report (default: the lowest, normally 0).")
 @click.option("--by-rank", is_flag=True, help="Show every rank's per-step figures.")
@@ -69,7 +76,8 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Processes that decode trace chunks (default: the available cores).")
 @click.option("--no-cache", is_flag=True, help="Read the traces even if parsed tables are cached (and cache nothing).")
-def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_rank: bool, by_source: bool,
+def report_cmd(runs: tuple[str, ...], baseline: tuple[str, ...], candidate: tuple[str, ...], aa: tuple[str, ...],
+               model: str | None, rank: int | None, by_rank: bool, by_source: bool,
                sources_run: str | None, all_steps: bool, labels: str | None, fmt: str, plot_path: str | None,
                jobs: int | None, no_cache: bool) -> None:
     """Census of device-to-device copies per decode step, MLA/KDA attribution and removable cost.
@@ -78,27 +86,41 @@ def report_cmd(runs: tuple[str, ...], model: str | None, rank: int | None, by_ra
     and a candidate to compare. Parsed tables are cached in $COPYPROF_CACHE_DIR (default
     ~/.cache/copyprof), keyed by each file's size, mtime and content hash.
     """
-    if len(runs) > 2:
-        raise CopyprofError("report takes one run, or a baseline and a candidate")
-    layout, model_note = resolve_layout(model, runs)
-    names = _labels(labels, runs)
+    arms = resolve_arms(runs, baseline, candidate, aa)
+    if arms.is_aa_only:  # an A/A alone: the first boot against the others, all of them the A/A group
+        arms = ArmPaths([arms.aa[0]], arms.aa[1:], arms.aa, labels=(arms.labels[0], arms.labels[0]),
+                        note=arms.note)
+    shown = [arms.baseline[0], *arms.candidate[:1]]
+    layout, model_note = resolve_layout(model, tuple(shown))
+    names = _labels(labels, tuple(shown)) if labels or len(shown) == 1 else list(arms.labels)
     lend = None
     if sources_run:
         lend = _load_run(sources_run, layout, rank, all_steps, jobs, not no_cache)
         if not lend.source_entries:
             raise CopyprofError("has no copy with a Python source: capture it eagerly with stacks "
                                 "(copyprof run --with-stack, vLLM --enforce-eager)", path=sources_run)
-    results = [_load_run(r, layout, rank, all_steps, jobs, not no_cache, lend) for r in runs]
-    if model_note:
-        for r in results:
-            r.notes.insert(0, model_note)
-    comparison = None
-    if len(results) == 2:
-        from copyprof.analysis.compare import compare_runs
+    loaded: dict[str, RunReport] = {}
 
-        comparison = compare_runs(results[0], results[1], runs)
+    def load(path: str) -> RunReport:
+        if path not in loaded:
+            loaded[path] = _load_run(path, layout, rank, all_steps, jobs, not no_cache, lend)
+        return loaded[path]
+    base_runs, cand_runs = [load(p) for p in arms.baseline], [load(p) for p in arms.candidate]
+    aa_runs = [load(p) for p in arms.aa]
+    results = [base_runs[0], *cand_runs[:1]]
+    for r in results:
+        for note in (model_note, arms.note):
+            if note:
+                r.notes.insert(0, note)
+    comparison = None
+    if cand_runs:
+        from copyprof.analysis.compare import Arms, compare_arms
+
+        comparison = compare_arms(Arms(base_runs, cand_runs, [aa_runs] if len(aa_runs) >= 2 else []))
+        comparison.is_aa = set(arms.baseline) | set(arms.candidate) <= set(arms.aa) and bool(arms.aa)
         for r in results:  # the pair's timing is shown once, in the A/B table
             r.timing_in_comparison = bool(comparison.timing)
+    runs = tuple(shown)
     if plot_path:
         from copyprof.render.report_plots import write_plots
 

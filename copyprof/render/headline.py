@@ -5,8 +5,10 @@ the user named them. Built from the typed results only; no number is computed he
 """
 from __future__ import annotations
 
-from copyprof.analysis.results import Comparison, RunReport
-from copyprof.analysis.wording import VERDICT_PREFIX, fmt_ms
+import math
+
+from copyprof.analysis.results import Comparison, Measure, RunReport
+from copyprof.analysis.wording import fmt_ms
 from copyprof.models.layout import kind_label
 
 
@@ -63,38 +65,81 @@ def _run_headline(run: RunReport, label: str, floor: str) -> str:
             f"a direct-return patch would remove them{gap}{tail}")
 
 
-def ab_headline(cmp: Comparison, names: list[str]) -> str:
+def aa_headline(cmp: Comparison) -> str:
+    """An A/A: the spread of boots of identical code is the noise floor of the setup."""
+    aa = cmp.aa or {}
+    top = next((m for m in cmp.measures if m.name == "step period"), None)
+    differ = aa.get("two_boots_differ_ms")
+    spread = (f"two boots differ by {fmt_ms(differ)} ms per step in step period (between-run SD "
+              f"{fmt_ms(aa.get('between_runs_sd_ms'))} ms over {aa.get('runs')} runs)") if differ is not None else \
+        "the between-run spread could not be measured"
+    measured = f"; these two: {fmt_ms(top.measured_ms)} ms apart" if top is not None else ""
+    return (f"A/A ({aa.get('runs', cmp.runs_per_arm.get('aa', 2))} boots of the same code): {spread}{measured} — the "
+            "noise floor of this setup, not a change")
+
+
+def _share(ms: float | None, period: float | None) -> str:
+    """``0.137 ms (0.42 % of the step)``; the share only where a step period is known."""
+    if ms is None:
+        return "? ms"
+    if period:
+        return f"{fmt_ms(ms)} ms ({fmt_ms(100 * ms / period, 2)} % of the step)"
+    return f"{fmt_ms(ms)} ms"
+
+
+def _ci(m: Measure) -> str:
+    lo, hi = m.ci95_ms
+    return f"95 % CI [{fmt_ms(lo)}, {fmt_ms(hi)}]" if lo is not None and hi is not None else "no finite CI"
+
+
+# How the verdict of the measure the A/B rests on reads in the headline's second sentence.
+_VERDICT_WORDS = {
+    "consistent": "as estimated",
+    "larger": "more than the estimate",
+    "smaller": "less than the estimate",
+    "opposite": "the opposite of the estimate",
+    "none-none": "none expected, none measured",
+    "none-measured": "none expected, but one measured",
+}
+
+
+def ab_verdict_sentence(cmp: Comparison, period_ms: float | None) -> str:
+    """The headline's second sentence: the verdict of the one measure the A/B rests on."""
+    top = next((m for m in cmp.measures if m.name == cmp.best_measure), None)
+    est = cmp.estimate_ms.get("kernel", 0.0)
+    if top is None:
+        return "Nothing measured the saving in these runs."
+    if top.key == "unmeasured":
+        pair = next((m for m in cmp.measures if m.key == "descriptive"), None)
+        apart = f"; these two runs are {fmt_ms(pair.measured_ms)} ms apart" if pair is not None else ""
+        return (f"Not resolved: one boot per arm cannot tell the patch ({_share(est, period_ms)} estimated) from "
+                f"boot-to-boot variation{apart}.")
+    if top.key == "not-resolvable":
+        need = f"; about {top.runs_needed:,} runs per arm would" if top.unit == "runs" and top.runs_needed else ""
+        return (f"Not resolved by {top.name}: the estimate {_share(est, period_ms)} is under what "
+                f"{top.n_baseline} vs {top.n_candidate} {top.unit} can see (MDE {fmt_ms(top.mde_ms or math.inf)} "
+                f"ms){need}.")
+    words = _VERDICT_WORDS.get(top.key, top.key)
+    return (f"{top.name[0].upper()}{top.name[1:]} saving {_share(top.measured_ms, period_ms)}, {_ci(top)}: {words} "
+            f"({fmt_ms(est)} ms estimated).")
+
+
+def ab_headline(cmp: Comparison, names: list[str], period_ms: float | None = None) -> str:
+    """Two short sentences: what changed, in the roles the tables use, and the verdict of the
+    one measure it rests on (ms and share of the step)."""
+    if cmp.is_aa:
+        return aa_headline(cmp)
     base, cand = names[0], names[1]
     head = f"{cand} vs {base}: "
     if not cmp.comparable:
         head += f"NOT COMPARABLE ({'; '.join(cmp.mismatch)}) — "
     if cmp.lower_bound_runs:
         which = " and ".join(names[i] for i in cmp.lower_bound_runs)
-        head += (f"LOWER BOUND: GPU work under graph launches is missing from {which}'s trace, so its copy counts "
-                 "are floors and a site change may be lost work — ")
-    head += cmp.scope_text.rstrip(".")
-    top = next((m for m in cmp.measures if m.name == cmp.best_measure), None)
-    if top is None:
-        return head + "; no measurement of the saving in these runs"
-    lo, hi = top.ci95_ms
-    ci = f"[{fmt_ms(lo)}, {fmt_ms(hi)}]" if lo is not None and hi is not None else "[no finite CI]"
-    est = cmp.estimate_ms
-    words = VERDICT_PREFIX.get(top.key, top.key)
-    if top.supports == "kernel_plus_gap" and top.supported_error is not None:
-        words += (f"; it supports the kernel + dispatch-gap estimate ({top.supported_error:+.0%} off): removing a "
-                  "replayed copy also removes its dispatch gap")
-    others = [m for m in cmp.measures if m is not top]
-    support = ""
-    if others:
-        support = "; also " + ", ".join(f"{m.name} {fmt_ms(m.measured_ms)} ms" + (" (resolved)" if m.resolved else
-                                                                                   " (not resolved)") for m in others)
-    why = f" ({cmp.best_measure_note})" if cmp.best_measure_note else ""
-    return (f"{head}. {top.name} (best resolution, MDE {fmt_ms(top.mde_ms) if top.mde_ms is not None else '∞'} ms{why}) "
-            f"measures a saving of {fmt_ms(top.measured_ms)} ms/step {ci} against an estimate of "
-            f"{fmt_ms(est['kernel'])} ms ({fmt_ms(est['kernel_plus_gap'])} ms with dispatch gaps): {words}{support}")
+        head += f"LOWER BOUND: GPU work under graph launches is missing from {which}'s trace — "
+    return f"{head}{cmp.scope_text.rstrip('.')}. {ab_verdict_sentence(cmp, period_ms)}"
 
 
 def report_headline(runs: list[RunReport], comparison: Comparison | None, labels: list[str]) -> str:
     if comparison is not None and len(runs) == 2:
-        return ab_headline(comparison, labels)
+        return ab_headline(comparison, labels, runs[0].per_step.period_ms)
     return run_headline(runs[0], labels[0])

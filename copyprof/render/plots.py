@@ -21,7 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from copyprof.analysis.stats import ShiftResult, robust_noise, shift_estimate
+from copyprof.analysis.stats import ShiftResult, robust_noise
 from copyprof.analysis.wording import fmt_ms
 from copyprof.models.layout import kind_label
 
@@ -67,7 +67,7 @@ def plot_periods(ax: Axes, periods: Mapping[str, np.ndarray], shift: ShiftResult
     pooled median) so that a few 10x steps do not squash the bulk into one bin; how many fell
     outside is written in the legend instead. The first arm is the baseline, the second the
     candidate (the shift is candidate - baseline, drawn as a bar at baseline median + shift);
-    ``shift`` is computed with :func:`shift_estimate` when not given. The legend states it as a
+    ``shift`` is the comparison's (none: no interval is drawn; a renderer computes nothing). The legend states it as a
     saving (baseline - candidate, positive = candidate faster), the sign every table uses; the
     bar sits where the candidate's median is expected. Returns the shift drawn.
     All numbers sit in the one legend box so that nothing overlaps.
@@ -100,8 +100,6 @@ def plot_periods(ax: Axes, periods: Mapping[str, np.ndarray], shift: ShiftResult
                 label=f"{name}: n={v.size}, median {fmt_ms(med, 4)} ms (dashed)")
         ax.axvline(med, color=col, ls="--", lw=1.2)
     ax.set_xlim(lo, hi)
-    if shift is None and len(arms) >= 2 and arms[0][1].size and arms[1][1].size:
-        shift = shift_estimate(arms[0][1], arms[1][1])
     top = ax.get_ylim()[1]
     ax.set_ylim(0, top * 1.75)  # head-room for the CI bar and the legend box
     extra: list[str] = []

@@ -25,7 +25,6 @@ def write_plots(path: str, runs: list[RunReport], paths: tuple[str, ...], names:
 
     A missing folder is an error, never created: ``--plot /tmp/typo/x.png`` must not scatter
     folders, and the user must learn where the plot did not go."""
-    from copyprof.analysis.compare import measure
     from copyprof.render.plots import plot_report
 
     if not path.lower().endswith((".png", ".svg")):
@@ -51,7 +50,7 @@ def write_plots(path: str, runs: list[RunReport], paths: tuple[str, ...], names:
                 label = _site_label(s, "post-proj")  # recognised by the baseline's copies
             rows.append((label, float(s.ms_per_step)))
         sites[n] = rows
-    shift = measure(runs[0], runs[1]) if len(runs) == 2 else None
+    shift = _drawn_shift(comparison)
     tl = runs[0].timeline
     timeline = None
     if tl is not None:
@@ -65,3 +64,23 @@ def write_plots(path: str, runs: list[RunReport], paths: tuple[str, ...], names:
         return plot_report(path, periods=periods, sites=sites, timeline=timeline, title=title, shift=shift)
     except OSError as exc:
         raise CopyprofError(f"cannot write plot: {exc.strerror or exc}", path=path) from exc
+
+
+def _drawn_shift(comparison: Comparison | None):  # noqa: ANN202 (a ShiftResult, imported lazily)
+    """The comparison's step-period saving, as the plot draws it: from the results, never recomputed."""
+    if comparison is None:
+        return None
+    m = next((x for x in comparison.measures if x.name == "step period"), None)
+    if m is None:
+        return None
+    import math
+
+    from copyprof.analysis.stats import ShiftResult
+
+    lo, hi = m.ci95_ms
+    noise = {k: (v if v is not None else math.nan) for k, v in (comparison.noise_ms or {}).items()}
+    return ShiftResult(estimate_ms=-m.measured_ms,
+                       ci95_ms=(-hi if hi is not None else -math.inf, -lo if lo is not None else math.inf),
+                       method=m.unit, n_baseline=m.n_baseline, n_candidate=m.n_candidate,
+                       noise_ms={"baseline": noise.get("baseline", math.nan), "candidate": noise.get("candidate", math.nan)},
+                       mean_ms={}, median_ms={})

@@ -1,12 +1,13 @@
 """Coverage of every interval the report prints, by simulation, against exact expectations.
 
 Which intervals the report prints (analysis/compare.py, replica_timing.py, client_metrics.py):
-* step periods and GPU spans: the Hodges-Lehmann shift with the Moses (Mann-Whitney) interval,
-  on means of batches of steps when consecutive steps are correlated (``compare.measure``
-  chooses the batch length) and on single steps otherwise;
-* client TPOT per request: the same unpaired interval on requests (a handful per arm);
 * the replica's interleaved timing blocks: the paired Hodges-Lehmann with the Wilcoxon
-  signed-rank interval.
+  signed-rank interval;
+* the Hodges-Lehmann shift with the Moses interval, the library's unpaired interval;
+* step periods and GPU spans of arms from one process: a t interval on batch means
+  (``compare.within_process``), checked here on autocorrelated steps;
+* anything a boot can move, between separate boots: runs as the unit, simulated in
+  test_coverage_runs.py.
 (The BCa bootstrap, ``ci="bootstrap"``, is an API option the report never uses: test_stats.py.)
 
 What is expected, and where it comes from: for continuous data differing by a pure shift, the
@@ -30,14 +31,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from scipy import signal
 
 from copyprof.analysis import stats as S
-from copyprof.analysis.compare import measure
+from copyprof.analysis.compare import within_process
 from copyprof.analysis.stats import shift_estimate
 
 REPS = 4000
@@ -191,16 +191,14 @@ def test_iid_interval_fails_on_autocorrelated_steps() -> None:
 
 @pytest.mark.parametrize(("phi", "steps"), [(0.5, 200), (0.8, 400)])
 def test_report_batched_interval_coverage_on_autocorrelated_steps(phi: float, steps: int) -> None:
-    """The report's own path (compare.measure picks the batch length from the series): batch means
+    """The report's own path (compare.within_process picks the batch length from the series): batch means
     are only nearly independent, so an approximate method's band: coverage 93-97 %, each tail
     1-4 %. Batches of one correlation time covered 86-89 % here (the defect this test found);
     compare.BATCH_TAUS says what longer batches give."""
     rng = np.random.default_rng(33)
     delta, reps = 0.05, 2000
     base, cand = MU + ar1(rng, (reps, steps), phi), MU - delta + ar1(rng, (reps, steps), phi)
-    ci = np.array([measure(SimpleNamespace(step_series={"p": b.tolist()}),  # type: ignore[arg-type]
-                           SimpleNamespace(step_series={"p": c.tolist()}), "p").ci95_ms  # type: ignore[arg-type]
-                   for b, c in zip(base, cand)])
+    ci = np.array([within_process(b, c).ci95_ms for b, c in zip(base, cand)])
     below, above = np.mean(-delta < ci[:, 0]), np.mean(-delta > ci[:, 1])
     assert 0.93 <= 1 - below - above <= 0.97, (below, above)
     assert 0.01 <= below <= 0.04 and 0.01 <= above <= 0.04, (below, above)

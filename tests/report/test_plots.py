@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from matplotlib.axes import Axes
 
+from copyprof.analysis.stats import shift_estimate
 from copyprof.render.plots import build_report_figure, plot_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -86,9 +87,12 @@ def test_report_figure_has_three_panels_or_two_without_timeline() -> None:
 
 
 def test_panels_carry_the_numbers_a_reviewer_needs() -> None:
-    """(a) states the shift with its CI and how many outliers fell off the axis; (b) marks the
-    site only the baseline has (the removed copy); (c) names each copy kind with count and us."""
-    fig = build_report_figure(periods=periods(), sites=SITES, timeline=timeline(), title="t")
+    """(a) states the comparison's shift with its CI (the renderer draws it; it computes none) and
+    how many outliers fell off the axis; (b) marks the site only the baseline has (the removed
+    copy); (c) names each copy kind with count and us."""
+    p = periods()
+    shift = shift_estimate(*p.values())
+    fig = build_report_figure(periods=p, sites=SITES, timeline=timeline(), title="t", shift=shift)
     a, b, c = fig.axes
     ta = legend_texts(a)
     # stated as a saving (baseline - candidate), the tables' sign: the candidate is ~0.13 ms faster,

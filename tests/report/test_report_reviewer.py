@@ -46,8 +46,9 @@ def test_headline_names_the_best_measure_and_opens_every_format(pair_json):
     period = next(m for m in cmp["measures"] if m["name"] == "step period")
     assert best["mde_ms"] < 0.01 < period["mde_ms"] and best["resolved"] and not period["resolved"]
     assert head.startswith("candidate vs baseline: all 93 post-projection copies gone (24 MLA + 69 KDA).")
-    assert "replica timing" in head and f"saving of {best['measured_ms']:.3f}"[:-1] in head
-    assert "step period" in head  # the others as support
+    # two sentences: what changed, then the one measure the verdict rests on with its share of the step
+    assert f"Replica timing saving {best['measured_ms']:.3f}"[:-1] in head and "% of the step" in head
+    assert head.count(". ") == 1 and len(head) <= 300
     assert cmp["comparable"] is True and cmp["mismatch"] == []
     table = report(*C16, fmt="table")
     markdown = report(*C16, fmt="markdown")

@@ -1,0 +1,1 @@
+"""Generic statistics copyprof's A/B uses (no knowledge of traces or copies)."""
