@@ -63,3 +63,22 @@ def test_two_boots_per_arm_give_finite_intervals_on_runs():
         assert len(m["run_values_ms"]["baseline"]) == len(m["run_values_ms"]["candidate"]) == 2
     # 6 GDN copies of ~1 µs against boots that differ by a fraction of a millisecond: unresolved
     assert not any(m["resolved"] for m in cmp["measures"]) and "runs per arm would" in d["headline"]
+
+
+def test_a_folder_of_grouped_runs_is_read_as_its_arms(tmp_path):
+    """`copyprof run --repeat 2 --interleave` leaves its runs side by side, each run.json saying
+    group and arm; `report FOLDER` takes them as the arms (links: the runs are not copied)."""
+    import os
+
+    abba = tmp_path / "abba"
+    abba.mkdir()
+    for r in ABBA:
+        os.symlink(run_path(r), abba / r["name"])
+    d = json.loads(_out(str(abba), "--model", model_path(ABBA[0]), fmt="json"))
+    assert d["comparison"]["runs_per_arm"]["baseline"] == 2 and d["comparison"]["runs_per_arm"]["candidate"] == 2
+    assert any("runs grouped by run.json's ab field" in n for n in d["runs"][0]["notes"])
+    aa = tmp_path / "aa"
+    aa.mkdir()
+    for r in AA_QWEN:
+        os.symlink(run_path(r), aa / r["name"])
+    assert json.loads(_out(str(aa), "--model", model_path(AA_QWEN[0]), fmt="json"))["headline"].startswith("A/A (2 boots")
