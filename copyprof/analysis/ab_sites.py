@@ -11,7 +11,7 @@ from itertools import combinations
 
 import numpy as np
 
-from copyprof.analysis.results import RemovedSite, RunReport, Site, SiteChange
+from copyprof.analysis.results import GroupChange, RemovedSite, RunReport, Site, SiteChange
 from copyprof.models.layout import kind_label
 
 UNATTRIBUTED = "post-proj"
@@ -102,7 +102,7 @@ def _scope_text(b: dict[str, int], kinds: list[str], removed: list[str]) -> tupl
 
 
 def scope_kinds(scope: str | None, base: RunReport) -> tuple[str, ...]:
-    if scope is None:
+    if scope is None or scope == "groups":
         return ()
     return tuple(_kinds(base)) if scope == "all" else tuple(scope.split("+"))
 
@@ -131,7 +131,7 @@ def scope_estimate(base: RunReport, scope: str | None) -> tuple[float, float]:
     """The baseline's removable ms (kernel, kernel + gap) for ``scope``: its estimate entry, or,
     for several kinds of a layout with more, the median over steps of their summed copies."""
     est = {e.scope: e for e in base.estimate}
-    if scope is None:
+    if scope is None or scope == "groups":
         return 0.0, 0.0
     if scope in est:
         return float(est[scope].removable_ms), float(est[scope].removable_with_gap_ms)
@@ -143,3 +143,48 @@ def scope_estimate(base: RunReport, scope: str | None) -> tuple[float, float]:
         return 0.0, 0.0
     total = np.sum(kernel, axis=0)
     return float(np.median(total)), float(np.median(total + np.sum(gap, axis=0)))
+
+
+def group_changes(base: RunReport, cand: RunReport) -> list[GroupChange]:
+    """Every copy group whose copies per step differ between the arms (candidates.py groups):
+    gone, fewer, more, new, or moved (the same code's copies in other layers or of another size)."""
+    b = {c.key: c for c in base.candidates if c.form == "copy"}
+    c = {x.key: x for x in cand.candidates if x.form == "copy"}
+    out = []
+    for key in list(b) + [k for k in c if k not in b]:
+        x, y = b.get(key), c.get(key)
+        nb, nc = (x.per_step if x else 0.0), (y.per_step if y else 0.0)
+        first = x or y
+        assert first is not None
+        status = _group_status(x, y, nb, nc)
+        if status is None:
+            continue
+        per_copy = (x.removable_ms or 0.0) / nb if x and nb else 0.0
+        per_copy_gap = (x.removable_with_gap_ms or 0.0) / nb if x and nb else 0.0
+        out.append(GroupChange(role=first.role, source=first.source, producer=first.producer, key=key,
+                               layers=first.layers, bytes=first.bytes, baseline_per_step=nb, candidate_per_step=nc,
+                               status=status, estimate_ms=per_copy * (nb - nc),
+                               estimate_with_gap_ms=per_copy_gap * (nb - nc)))
+    return out
+
+
+def _group_status(x, y, nb: float, nc: float) -> str | None:  # noqa: ANN001 (Candidate | None)
+    if x is not None and y is not None and abs(nb - nc) < 1e-9:
+        return "moved" if (x.layers != y.layers or x.bytes != y.bytes) else None
+    if nc == 0:
+        return "gone"
+    if nb == 0:
+        return "new"
+    return "fewer" if nc < nb else "more"
+
+
+def group_scope_text(changes: list[GroupChange]) -> str:
+    """What the candidate changed, in the roles and code the candidates table names."""
+    parts = []
+    for g in changes:
+        who = g.source.split("/")[-1] if g.source else g.producer
+        delta = g.baseline_per_step - g.candidate_per_step
+        n = f"{abs(delta):g}"
+        parts.append(f"{n} {g.role} copies per step {g.status} ({who})" if g.status != "moved"
+                     else f"{g.role} copies moved ({who})")
+    return "; ".join(parts)

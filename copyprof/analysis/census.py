@@ -32,7 +32,7 @@ from copyprof.analysis.step_ops import StepOps, step_ops
 from copyprof.analysis.steps import Steps
 from copyprof.events import BYTES_SOURCES
 from copyprof.models import PRESETS, ModelLayout
-from copyprof.taxonomy.copies import bytes_match
+from copyprof.taxonomy.copies import bytes_match, is_graph_launch
 
 COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "role", "kind",
                 "layer", "slot", "place", "next_kernel", "prev_kernel", "row"]
@@ -83,13 +83,18 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
                                 [x is not None for x in found.source] if found is not None else None)
     per_step = []
     kinds = tuple(layout.kinds) if layout is not None else ()
+    # A copy's dispatch gap is GPU time its removal frees only where a graph replay runs the
+    # next node right after it; an eager copy's gap is host launch time, a copy issued before
+    # a graph launch waits for the launch.
+    replayed = graph_replayed(events, ops.c_row) if ops.c_row is not None else np.zeros(n, dtype=bool)
+    freed_gap = np.where(replayed, ops.c_gap, 0)
     for k, step_id in enumerate(step_ids.tolist()):
         c0, c1 = int(copy_bounds[k]), int(copy_bounds[k + 1])
         n_tok = tokens.get(step_id)
         if layout is not None:
             verdicts.append(_settle_step(ops, c0, c1, layout, n_tok, role, layer, c_bytes, c_src, maps.get(k)))
         site = _sites(role[c0:c1], layer[c0:c1], layout)
-        per_step.append(_step_figures(step_id, n_tok, site, ops.c_dur[c0:c1], ops.c_gap[c0:c1], kinds))
+        per_step.append(_step_figures(step_id, n_tok, site, ops.c_dur[c0:c1], freed_gap[c0:c1], kinds))
     pos = np.zeros(n, dtype=np.int64)
     for k in range(len(step_ids)):
         pos[copy_bounds[k]:copy_bounds[k + 1]] = np.arange(copy_bounds[k + 1] - copy_bounds[k])
@@ -206,7 +211,24 @@ def _copies_frame(events: pd.DataFrame, ops: StepOps, pos: np.ndarray, nbytes: n
         "row": ops.c_row if ops.c_row is not None else np.full(len(role), -1),
     })
     frame["graph_id"], frame["graph_node"] = _graph_nodes(events, ops.c_row, len(frame))
-    return frame[COPY_COLUMNS + ["graph_id", "graph_node"]]
+    frame["in_graph"] = graph_replayed(events, ops.c_row) if ops.c_row is not None else np.zeros(len(frame), dtype=bool)
+    return frame[COPY_COLUMNS + ["graph_id", "graph_node", "in_graph"]]
+
+
+def graph_replayed(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Which GPU ops at ``rows`` a graph replay ran: their correlation id names a
+    ``cudaGraphLaunch``/``hipGraphLaunch`` (their gap is then GPU time between graph nodes)."""
+    corr = events["correlation"].to_numpy()
+    kind = events["kind"].to_numpy()
+    runtime = np.flatnonzero((kind == "runtime") & (corr >= 0))
+    out = np.zeros(len(rows), dtype=bool)
+    if not len(runtime) or not len(rows):
+        return out
+    names = events["name"].cat.categories
+    launch = np.array([is_graph_launch(str(n)) for n in names], dtype=bool)
+    codes = events["name"].cat.codes.to_numpy()
+    graph_calls = runtime[launch[codes[runtime]]] if len(names) else runtime[:0]
+    return np.isin(corr[rows], corr[graph_calls]) & (corr[rows] >= 0)
 
 
 def _graph_nodes(events: pd.DataFrame, rows: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from copyprof.analysis.ab_sites import removed_scope, removed_sites, scope_estimate, scope_kinds, site_changes
+from copyprof.analysis.ab_sites import (
+    group_changes,
+    group_scope_text,
+    removed_scope,
+    removed_sites,
+    scope_estimate,
+    scope_kinds,
+    site_changes,
+)
 from copyprof.analysis.measures import best, estimator_note, launch_bound_note, measure_of, timing_comparison
 from copyprof.analysis.results import Comparison, Measure, RunReport, known
 from copyprof.analysis.setup import mismatches
@@ -168,6 +176,14 @@ def compare_arms(arms: Arms) -> Comparison:
     base, cand = arms.baseline[0], arms.candidate[0]
     scope, scope_text = removed_scope(base, cand)
     kernel, with_gap = scope_estimate(base, scope)
+    changes = group_changes(base, cand)
+    others = [g for g in changes if g.role != "post-projection"]
+    if others:  # copies other than the post-projection ones changed: a patch scope of its own
+        text = group_scope_text(others)
+        scope_text = text if scope is None else f"{scope_text.rstrip('.')}; {text}"
+        scope = scope or "groups"
+        kernel = sum(g.estimate_ms for g in changes)
+        with_gap = sum(g.estimate_with_gap_ms for g in changes)
     rep = replication(arms)
     out = Comparison(
         baseline=0, candidate=1, scope=scope, scope_text=scope_text,
@@ -176,7 +192,7 @@ def compare_arms(arms: Arms) -> Comparison:
         timing=None, client=None, mismatch=mismatches(base.setup, cand.setup),
         runs_per_arm={"baseline": len(arms.baseline), "candidate": len(arms.candidate),
                       "aa": sum(len(g) for g in arms.aa)},
-        replication=rep)
+        replication=rep, group_changes=changes)
     out.comparable = not out.mismatch
     out.lower_bound_runs = [i for i, r in enumerate((base, cand)) if r.lower_bound]
     bound = [name for name, r in (("the baseline", base), ("the candidate", cand))

@@ -23,6 +23,7 @@ from copyprof.analysis.rank_figures import (
     step_series,
     timeline,
 )
+from copyprof.analysis.candidates import copy_candidates, kernel_candidates
 from copyprof.analysis.client_metrics import load_tpots
 from copyprof.analysis.replica_timing import load_timing, timing_summary
 from copyprof.analysis.results import Completeness, Layout, RunReport, SourceEntry, StepsInfo
@@ -83,6 +84,9 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         completeness=_run_completeness(head, analyses), launch_overhead=head.overhead,
         graph_nodes=graph_node_match(head.census.copies),
     )
+    graph = meta.graph_launches > 0
+    report.candidates = copy_candidates(head.census.copies, head.census.per_step, graph=graph) + \
+        kernel_candidates(head.trace.events, head.census.op_rows, _op_steps(head), head.census.per_step, graph=graph)
     if decode_n == 0:
         report.notes.append("no pure-decode steps found: figures are empty (try --all-steps)")
     run = report.metadata.get("run")
@@ -101,6 +105,17 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
                              graph_launches=meta.graph_launches, layout_name=layout.name if layout else None,
                              dtype_bytes=layout.dtype_bytes if layout else None)
     return report
+
+
+def _op_steps(head: RankAnalysis):  # noqa: ANN202 (numpy array)
+    """The step of each op in ``census.op_rows`` (they are in step order; op_first says where each begins)."""
+    import numpy as np
+
+    c = head.census
+    if c.op_rows is None or c.op_steps is None or c.op_first is None:
+        return None
+    counts = np.diff(np.append(c.op_first, len(c.op_rows)))
+    return np.repeat(c.op_steps, counts)
 
 
 def _run_completeness(head: RankAnalysis, analyses: list[RankAnalysis]) -> Completeness | None:

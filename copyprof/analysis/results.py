@@ -97,6 +97,29 @@ class Site(Struct):
     structure_said: str = ""  # the role structure gave where the stack overruled it
 
 
+class Candidate(Struct):
+    """One group of copies (or of elementwise copy kernels) and what removing it would save
+    (analysis/candidates.py): ``runs[].candidates`` of ``report --format json``."""
+
+    form: str  # copy | kernel
+    role: str
+    source: str | None
+    stack: list[str]
+    layers: list[int]
+    kinds: list[str]
+    bytes: list[int]
+    shape: str
+    producer: str  # the kernel that made what is copied (without template arguments)
+    per_step: float
+    removable_ms: float | None  # kernel time per step (median over steps)
+    removable_with_gap_ms: float | None  # plus dispatch gaps in graph replay (= removable_ms eagerly)
+    gap_counts: bool  # graph replay: the gap is GPU time a removal frees
+    share_pct: float | None  # of the step period
+    steps_needed: int | None  # decode steps per arm to see it (within-run noise)
+    change: str  # what kind of change removes it
+    key: str  # the group's identity across arms
+
+
 class Attribution(Struct):
     """How copies were attributed: ``status`` ok | partial | not-attributed | no-layout;
     ``method`` structure | size and order | ""."""
@@ -287,6 +310,7 @@ class RunReport(Struct):
     completeness: Completeness | None = None
     launch_overhead: LaunchOverhead | None = None
     graph_nodes: GraphNodeMatch | None = None
+    candidates: list[Candidate] = []  # every copy group, largest saving first
     tpot_ms: list[float] = []  # each request's TPOT (client_metrics.json): the A/B needs no second read
     timing_blocks: dict[str, list[float]] = {}  # the replica's timed blocks per arm (timing.json), ms
     timing_arm: str | None = None  # which of them this run is
@@ -299,7 +323,8 @@ class RunReport(Struct):
 
 JSON_RUN_KEYS = ("path", "format", "flavour", "ranks", "layout", "steps", "per_step", "estimate", "headline_rank",
                  "device", "peak_gbps", "sites", "attribution", "notes", "rank_agreement", "by_rank", "timing",
-                 "warnings", "by_source", "source_match", "setup", "completeness", "launch_overhead", "graph_nodes")
+                 "warnings", "by_source", "source_match", "setup", "completeness", "launch_overhead", "graph_nodes",
+                 "candidates")
 
 
 class SiteChange(Struct):
@@ -309,6 +334,22 @@ class SiteChange(Struct):
     baseline_per_step: float
     candidate_per_step: float
     status: str
+
+
+class GroupChange(Struct):
+    """A copy group (``runs[].candidates`` key) whose copies per step differ between the arms."""
+
+    role: str
+    source: str | None
+    producer: str
+    key: str
+    layers: list[int]
+    bytes: list[int]
+    baseline_per_step: float
+    candidate_per_step: float
+    status: str  # gone | fewer | more | new | moved
+    estimate_ms: float  # the baseline's kernel time of the copies that went (negative: copies added)
+    estimate_with_gap_ms: float
 
 
 class RemovedSite(Struct):
@@ -370,6 +411,7 @@ class Comparison(Struct):
     replication: str = ""  # boots | one-process | unknown: what separates the arms' measurements
     aa: dict[str, Any] | None = None  # an A/A of the setup: runs, between-run SD, the spread of two boots
     is_aa: bool = False  # both arms are runs of identical code (an A/A report)
+    group_changes: list[GroupChange] = []  # every copy group the candidate changed
 
 
 def known(x: float | None) -> float | None:

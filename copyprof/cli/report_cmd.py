@@ -66,6 +66,8 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
 @click.option("--rank", type=int, default=None, help="Rank whose figures head the report (default: the lowest, normally 0).")
 @click.option("--by-rank", is_flag=True, help="Show every rank's per-step figures.")
 @click.option("--by-source", is_flag=True, help="Group the census by the code (Python frame) that issued each copy.")
+@click.option("--candidates", "show_candidates", is_flag=True,
+              help="List every copy group (role, issuing code, layers) by what removing it would save.")
 @click.option("--sources", "sources_run", type=click.Path(),
               help="An eager capture with stacks of the same model and workload: its copy sources are carried "
                    "onto the runs' copies that have none (graph replay), by their place in the layers.")
@@ -77,7 +79,7 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
               help="Processes that decode trace chunks (default: the available cores).")
 @click.option("--no-cache", is_flag=True, help="Read the traces even if parsed tables are cached (and cache nothing).")
 def report_cmd(runs: tuple[str, ...], baseline: tuple[str, ...], candidate: tuple[str, ...], aa: tuple[str, ...],
-               model: str | None, rank: int | None, by_rank: bool, by_source: bool,
+               model: str | None, rank: int | None, by_rank: bool, by_source: bool, show_candidates: bool,
                sources_run: str | None, all_steps: bool, labels: str | None, fmt: str, plot_path: str | None,
                jobs: int | None, no_cache: bool) -> None:
     """Census of device-to-device copies per decode step, MLA/KDA attribution and removable cost.
@@ -128,7 +130,8 @@ def report_cmd(runs: tuple[str, ...], baseline: tuple[str, ...], candidate: tupl
         click.echo(f"copyprof: plot written to {written}", err=True)
     from copyprof.render.report_text import RENDERERS, ReportView, render_terminal
 
-    view = ReportView(results, comparison, names, by_rank=by_rank, by_source=by_source, command=command_line())
+    view = ReportView(results, comparison, names, by_rank=by_rank, by_source=by_source, candidates=show_candidates,
+                      command=command_line())
     if fmt == "table":
         from copyprof.render.console import output_console
 

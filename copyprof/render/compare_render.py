@@ -76,5 +76,17 @@ def verdict_table(cmp: Comparison, names: list[str]) -> TableData:
     return t
 
 
+def groups_table(cmp: Comparison, names: list[str]) -> TableData:
+    """Every copy group the candidate changed, with the baseline's time for the copies that went."""
+    t = TableData("group_changes", "Copy groups that changed",
+                  ["role", f"{names[0]} /step", f"{names[1]} /step", "status", "estimate ms", "issued by"])
+    for g in cmp.group_changes:
+        t.rows.append([g.role, _per(g.baseline_per_step), _per(g.candidate_per_step), g.status,
+                       fmt_ms(g.estimate_ms), g.source or g.producer])
+    if not t.rows:
+        t.rows.append(["(none)", "", "", "same copies per step", "", ""])
+    return t
+
+
 def comparison_tables(cmp: Comparison, names: list[str]) -> list[TableData]:
-    return [changes_table(cmp, names), ab_table(cmp, names), verdict_table(cmp, names)]
+    return [groups_table(cmp, names), ab_table(cmp, names), verdict_table(cmp, names)]

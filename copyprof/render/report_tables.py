@@ -154,8 +154,47 @@ def timing_table(run: RunReport) -> TableData:
     return table
 
 
-def run_tables(run: RunReport, by_rank: bool = False, by_source: bool = False) -> list[TableData]:
+def candidates_table(run: RunReport, limit: int | None = None) -> TableData:
+    """Every copy group, largest saving first: what it is, where, what removing it would save."""
+    gap = any(c.gap_counts for c in run.candidates)
+    t = TableData("candidates", "Copies to remove, largest saving first",
+                  ["role", "per step", "layers", "bytes", "ms/step" + (" (+ gap)" if gap else ""), "share of step",
+                   "steps to see", "issued by", "change"])
+    shown = run.candidates[:limit] if limit else run.candidates
+    for c in shown:
+        ms = c.removable_with_gap_ms if c.gap_counts else c.removable_ms
+        t.rows.append([c.role if c.form == "copy" else f"{c.role} (kernel)", f"{c.per_step:g}", _layers(c.layers),
+                       ", ".join(f"{b:,}" for b in c.bytes[:3]), fmt_ms(ms, 4), fmt_pct(c.share_pct),
+                       f"{c.steps_needed:,}" if c.steps_needed else "–", c.source or c.producer, c.change])
+    if limit and len(run.candidates) > limit:
+        t.note = f"{len(run.candidates) - limit} more with --candidates"
+    else:
+        t.note = ("ms/step: median over steps of the group's copy time" +
+                  (", plus each replayed copy's dispatch gap (graph replay: the GPU runs the next node that much "
+                   "earlier)" if gap else " (eager: a copy's gap is host launch time, not freed by a removal)") +
+                  "; steps to see: decode steps per arm for an A/B of this run's step-period noise to detect it")
+    return t
+
+
+def _layers(layers: list[int]) -> str:
+    if not layers:
+        return "–"
+    out, start, prev = [], layers[0], layers[0]
+    for x in layers[1:] + [None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if x is not None:
+            start = prev = x
+    return ", ".join(out)
+
+
+def run_tables(run: RunReport, by_rank: bool = False, by_source: bool = False,
+               candidates: bool = False) -> list[TableData]:
     tables = [census_table(run), sites_table(run)]
+    if candidates:
+        tables.append(candidates_table(run))
     if by_source:
         tables.append(by_source_table(run))
     if run.estimate:

@@ -33,6 +33,7 @@ class ReportView:
     labels: list[str]
     by_rank: bool = False
     by_source: bool = False
+    candidates: bool = False
     command: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -41,7 +42,7 @@ class ReportView:
         return report_headline(self.runs, self.comparison, self.labels)
 
     def tables(self, run: RunReport) -> list[TableData]:
-        tables = run_tables(run, self.by_rank, self.by_source)
+        tables = run_tables(run, self.by_rank, self.by_source, self.candidates)
         if self.comparison is not None and run is self.runs[1] and all(e.removable_ms == 0 for e in run.estimate):
             tables = [t for t in tables if t.key != "estimate"]  # the candidate's all-zero estimate says nothing
         return [t for t in tables if t.rows]
@@ -102,7 +103,8 @@ def _esc(text: str) -> str:
     return text.replace("[", "\\[")
 
 
-TEXT_COLUMNS = ("where", "bound", "site", "source", "sites", "verdict", "status", "function", "frame", "shape")
+TEXT_COLUMNS = ("where", "bound", "site", "source", "sites", "verdict", "status", "function", "frame", "shape", "role",
+                "layers", "bytes", "issued by", "change")
 
 
 def _is_text(i: int, column: str) -> bool:

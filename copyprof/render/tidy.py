@@ -72,6 +72,14 @@ def _site_rows(run: RunReport, arm: str, by_source: bool) -> Iterator[Row]:
         yield "estimate", f"{e.scope}.removable_p90", arm, _v(e.removable_p90_ms), "ms"
         yield "estimate", f"{e.scope}.removable_with_gap", arm, e.removable_with_gap_ms, "ms"
         yield "estimate", f"{e.scope}.share_of_step", arm, _v(e.removable_pct), "percent"
+    for c in run.candidates:
+        name = f"{c.role}@{c.source or c.producer}@{'/'.join(str(b) for b in c.bytes)}B"
+        yield "candidate", f"{name}.per_step", arm, c.per_step, "copies" if c.form == "copy" else "kernels"
+        yield "candidate", f"{name}.removable", arm, _v(c.removable_ms), "ms"
+        yield "candidate", f"{name}.removable_with_gap", arm, _v(c.removable_with_gap_ms), "ms"
+        yield "candidate", f"{name}.share_of_step", arm, _v(c.share_pct), "percent"
+        yield "candidate", f"{name}.steps_needed", arm, _v(c.steps_needed), "steps"
+        yield "candidate", f"{name}.layers", arm, " ".join(map(str, c.layers)), "layers"
     for b in run.by_source if by_source else []:
         yield "source", f"{b.source or '(none)'}.per_step", arm, b.per_step, "copies"
         yield "source", f"{b.source or '(none)'}.time", arm, b.ms_per_step, "ms"
@@ -140,6 +148,15 @@ def _ab_rows(cmp: Comparison) -> Iterator[Row]:
     for i in cmp.lower_bound_runs:
         yield "ab", "lower_bound_run", "", i, "run"
     yield "ab", "verdict", "", cmp.verdict, ""
+    yield "ab", "runs.baseline", "", cmp.runs_per_arm.get("baseline", 1), "runs"
+    yield "ab", "runs.candidate", "", cmp.runs_per_arm.get("candidate", 1), "runs"
+    yield "ab", "replication", "", cmp.replication, ""
+    for g in cmp.group_changes:
+        name = f"group.{g.role}@{g.source or g.producer}"
+        yield "ab", f"{name}.baseline", "", g.baseline_per_step, "copies"
+        yield "ab", f"{name}.candidate", "", g.candidate_per_step, "copies"
+        yield "ab", f"{name}.status", "", g.status, ""
+        yield "ab", f"{name}.estimate", "", g.estimate_ms, "ms"
     for c in cmp.site_changes:
         yield "ab", f"site_change.{c.site}@{c.bytes}B.baseline", "", c.baseline_per_step, "copies"
         yield "ab", f"site_change.{c.site}@{c.bytes}B.candidate", "", c.candidate_per_step, "copies"
