@@ -343,7 +343,7 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
             rep.info(f"warning: {completeness['message']}")
         update_run_json(run_dir, status=STATUS_COMPLETE, finished=utc_now_iso(), server_stop=how,
                         server_exit_code=server.exit_code, rank_traces=traces, files=_rel_files(run_dir),
-                        completeness=completeness, vllm_engine=engine_facts(log))
+                        completeness=completeness, vllm_engine=engine_facts(run_dir / SERVER_LOG))
         return run_dir
     except BaseException as exc:
         err: BaseException = exc
