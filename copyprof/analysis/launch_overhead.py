@@ -103,9 +103,11 @@ class StepBusy:
         return out
 
 
-def launch_overhead(launches: GraphLaunches, table: pd.DataFrame, busy: StepBusy) -> LaunchOverhead | None:
+def launch_overhead(launches: GraphLaunches, table: pd.DataFrame, busy: StepBusy, *,
+                    kineto_on_rocprofiler_sdk: bool = False) -> LaunchOverhead | None:
     """The overhead record over the counted steps in ``table`` (step, start_ns, end_ns,
-    period_ns), with ``busy`` the GPU's busy time in their windows."""
+    period_ns), with ``busy`` the GPU's busy time in their windows. ``kineto_on_rocprofiler_sdk``:
+    the trace is a kineto trace on rocprofiler-sdk, whose known launch cost the message names."""
     if not len(launches):
         return None
     counted = np.isin(launches.step, table["step"].to_numpy())
@@ -124,7 +126,7 @@ def launch_overhead(launches: GraphLaunches, table: pd.DataFrame, busy: StepBusy
     out.gpu_busy_share = known(per["busy"].median())
     if out.share_of_step is not None and out.share_of_step >= LAUNCH_BOUND_SHARE:
         out.launch_bound = True
-        out.message = _message(out, launches.names[0] if launches.names else "graph-launch", per)
+        out.message = _message(out, launches.names[0] if launches.names else "graph-launch", per, kineto_on_rocprofiler_sdk)
     return out
 
 
@@ -159,11 +161,11 @@ def _per_step(launches: GraphLaunches, counted: np.ndarray, table: pd.DataFrame,
     return per
 
 
-def _message(o: LaunchOverhead, name: str, per: pd.DataFrame) -> str:
+def _message(o: LaunchOverhead, name: str, per: pd.DataFrame, kineto_sdk: bool = False) -> str:
     step_ms = float(per["period_ns"].median()) / 1e6
     busy = f"; GPU busy {o.gpu_busy_share:.0%} of the step" if o.gpu_busy_share is not None else ""
     known_cause = ("kineto on rocprofiler-sdk adds ~270 µs per hipGraphLaunch: ROCm/ATOM#432, ROCm/aiter#2511"
-                   if name.startswith("hip") else "a timing without the profiler shows the step without them")
+                   if kineto_sdk else "a timing without the profiler shows the step without them")
     return (f"graph-launch calls hold up the GPU: it idles {o.gpu_idle_in_launch_ms:.3f} ms of a {step_ms:.3f} ms step "
             f"({o.share_of_step:.0%}, median over steps) inside {name} calls (median call {o.call_median_ms:.3f} ms, "
             f"p90 {o.call_p90_ms:.3f} ms{busy}): step periods measure the launch path and the profiler's hooks on it "

@@ -46,7 +46,9 @@ def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = Fal
         if len(launches) and census.op_rows is not None:
             busy = StepBusy(ev["start_ns"].to_numpy(), ev["dur_ns"].to_numpy(), census.op_rows, census.op_steps,
                             census.op_first)
-            ra.overhead = launch_overhead(launches, steps.table if all_steps else steps.decode, busy)
+            ra.overhead = launch_overhead(launches, steps.table if all_steps else steps.decode, busy,
+                                          kineto_on_rocprofiler_sdk=trace.meta.format == "kineto"
+                                          and trace.meta.flavour == "rocprofiler-sdk")
     return ra
 
 

@@ -66,16 +66,16 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         headline_rank=head_rank, device=device_label(meta.devices), peak_gbps=peak,
         sites=copy_speed(head.census, peak),
         attribution=head.census.attribution,
-        notes=head.steps.notes + head.census.notes,
+        # launch-bound step periods: how to read them (the A/B takes its measure elsewhere), not a defect of the data
+        notes=head.steps.notes + head.census.notes + rank_warnings(
+            [(a.rank, [a.overhead.message] if a.overhead and a.overhead.message else []) for a in analyses]),
         rank_agreement=rank_agreement(analyses),
         by_rank={str(a.rank): per_step_medians(a) for a in analyses},
         warnings=rank_warnings([(a.rank, [a.completeness.message] if a.completeness and a.completeness.message else [])
                                 for a in analyses])
         + [w for t in rank_traces for w in t.meta.warnings]
         + [f"{t.meta.path}: partly read: {t.meta.partial}" for t in rank_traces if t.meta.partial]
-        + step_warnings([(a.rank, a.steps) for a in analyses])
-        + rank_warnings([(a.rank, [a.overhead.message] if a.overhead and a.overhead.message else [])
-                         for a in analyses]),
+        + step_warnings([(a.rank, a.steps) for a in analyses]),
         metadata=_run_metadata(path, meta.metadata),
         step_series=step_series(head),
         timeline=timeline(head),
@@ -87,8 +87,9 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     graph = meta.graph_launches > 0
     report.candidates = copy_candidates(head.census.copies, head.census.per_step, graph=graph) + \
         kernel_candidates(head.trace.events, head.census.op_rows, _op_steps(head), head.census.per_step, graph=graph)
-    if decode_n == 0:
-        report.notes.append("no pure-decode steps found: figures are empty (try --all-steps)")
+    if decode_n == 0 and len(head.steps.table):  # steps exist, none pure decode: --all-steps can count them
+        report.notes.append("no pure-decode steps found: figures are empty (--all-steps counts the "
+                            f"{len(head.steps.table)} other step(s))")
     run = report.metadata.get("run")
     status = run.get("status") if isinstance(run, dict) else None
     if isinstance(status, str) and status != "complete":  # a crashed or interrupted capture: say so first

@@ -36,6 +36,12 @@ class StepsInfo(Struct):
     excluded: int
     rule: str
 
+    @property
+    def word(self) -> str:
+        """"decode step" where a serving engine marked the steps (vLLM, SGLang), else "step"
+        (a training ProfilerStep, a graph launch or an idle gap says nothing of decoding)."""
+        return "decode step" if self.rule.startswith(("annotation (vllm", "annotation (sglang")) else "step"
+
 
 class PerStep(Struct):
     """Medians over the counted decode steps of one rank. ``post_proj`` / ``post_proj_ms``:

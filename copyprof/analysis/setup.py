@@ -51,10 +51,13 @@ def run_setup(metadata: dict[str, Any], *, device: str, tokens: int | None, grap
     eager = "--enforce-eager" in (server.get("argv") or [])
     graph_mode = _first(rj.get("graph_mode"), "eager" if eager else None, "graph" if graph_launches else "eager")
     graph_mode = "graph" if "graph" in str(graph_mode) else str(graph_mode)
+    engine = _first(rj.get("engine"), "vllm" if _first(metadata.get("vllm_version"), vllm.get("version")) else None)
     return Setup(
-        engine=_first(rj.get("engine"), "vllm" if _first(metadata.get("vllm_version"), vllm.get("version")) else None),
+        engine=engine,
         model=_first(layout_name, (rj.get("model") or {}).get("name") if isinstance(rj.get("model"), dict) else None),
-        tp=_first(rj.get("tp"), dist.get("world_size")),
+        # A serving engine's world is its tensor-parallel group (one process per TP rank here);
+        # a training job's (DDP, FSDP) is not TP at all: it stays a world size.
+        tp=_first(rj.get("tp"), dist.get("world_size") if engine in ("vllm", "sglang") else None),
         world_size=_first(dist.get("world_size"), rj.get("tp")),
         concurrency=rj.get("concurrency"),
         tokens_per_step=tokens,

@@ -34,48 +34,44 @@ def run_headline(run: RunReport, label: str) -> str:
 
 def _run_headline(run: RunReport, label: str, floor: str) -> str:
     ps = run.per_step
+    word = run.steps.word
     if run.steps.decode == 0:
-        return f"{label}: no decode steps found (rule: {run.steps.rule}) — nothing was counted"
+        what = "no steps found" if run.steps.rule == "none" else f"no {word}s found (rule: {run.steps.rule})"
+        return f"{label}: {what} — nothing was counted"
     if ps.host_copies is not None:
-        return (f"{label}: {plural(ps.host_copies, 'host aten::copy_ op')} per decode step over "
+        return (f"{label}: {plural(ps.host_copies, 'host aten::copy_ op')} per {word} over "
                 f"{plural(run.steps.decode, 'step')} (a CPU-only trace: no device copies to count)")
     kinds = [k for k in ps.post_proj if k != "total"]
     total = ps.post_proj.get("total", 0)
     where = f" on {run.device}" if run.device else ""
     if floor and not ps.copies and not ps.post_proj.get("total", 0):
-        return f"{label}: no device-to-device copy seen in {plural(run.steps.decode, 'decode step')}{where}"
+        return f"{label}: no device-to-device copy seen in {plural(run.steps.decode, word)}{where}"
     if not kinds:
-        return (f"{label}: {floor}{plural(ps.copies, 'device-to-device copy')} per decode step{where} "
-                f"({fmt_ms(ps.other_ms or 0.0)} ms/step) — pass --model to place them in the model's layers")
+        return (f"{label}: {floor}{plural(ps.copies, 'device-to-device copy')} per {word}{where} "
+                f"({fmt_ms(ps.other_ms or 0.0)} ms/{word.split()[-1]}) — pass --model to place them in the model's layers")
     if not total:
         seen = " seen" if floor else ""
         compiled = (f" (vLLM compiled the model with {run.setup.compiled_by}, which can remove `output[:] = ...` "
                     "copies)") if run.setup.compiled_by else ""
-        return (f"{label}: no post-projection copies{seen} in this capture{where}{compiled}: nothing for a "
-                f"direct-return patch to remove; {floor}{plural(ps.copies, 'other device-to-device copy')} per step "
-                f"({fmt_ms(ps.other_ms or 0.0)} ms)")
+        top = next((c for c in run.candidates if c.form == "copy" and c.role != "metadata"), None)
+        nxt = (f" The largest copy group left: {c_words(top)}.") if top is not None else ""
+        return (f"{label}: no post-projection copies{seen} in this capture{compiled}: nothing for a direct-return "
+                f"patch to remove.{nxt}")
     parts = " + ".join(f"{ps.post_proj[k]} {kind_label(k)}" for k in kinds if ps.post_proj[k])
     est = next((e for e in run.estimate if e.scope == "all"), None)
-    cost = f"{fmt_ms(ps.post_proj_ms.get('total') or 0.0)} ms"
-    if ps.period_ms:
-        cost += f" of a {fmt_ms(ps.period_ms)} ms step"
-    gap = f" (≈{fmt_ms(est.removable_with_gap_ms)} ms with their dispatch gaps)" if est else ""
-    tail = "" if run.attribution.status == "ok" else f" [attribution {run.attribution.status}: see its note]"
-    return (f"{label}: {floor}{plural(total, 'post-projection copy')} per decode step{where} ({parts}) take {cost}; "
-            f"a direct-return patch would remove them{gap}{tail}")
+    graph = run.setup.graph_mode == "graph"
+    ms = (est.removable_with_gap_ms if graph else est.removable_ms) if est else (ps.post_proj_ms.get("total") or 0.0)
+    cost = _share(ms, ps.period_ms)
+    how = " with their dispatch gaps" if graph and est else ""
+    tail = "" if run.attribution.status == "ok" else f" (attribution {run.attribution.status}: see its note)"
+    return (f"{label}: {floor}{plural(total, 'post-projection copy')} per {word} ({parts}){where}. A direct-return "
+            f"patch removes them: {cost}{how}{tail}.")
 
 
-def aa_headline(cmp: Comparison) -> str:
-    """An A/A: the spread of boots of identical code is the noise floor of the setup."""
-    aa = cmp.aa or {}
-    top = next((m for m in cmp.measures if m.name == "step period"), None)
-    differ = aa.get("two_boots_differ_ms")
-    spread = (f"two boots differ by {fmt_ms(differ)} ms per step in step period (between-run SD "
-              f"{fmt_ms(aa.get('between_runs_sd_ms'))} ms over {aa.get('runs')} runs)") if differ is not None else \
-        "the between-run spread could not be measured"
-    measured = f"; these two: {fmt_ms(top.measured_ms)} ms apart" if top is not None else ""
-    return (f"A/A ({aa.get('runs', cmp.runs_per_arm.get('aa', 2))} boots of the same code): {spread}{measured} — the "
-            "noise floor of this setup, not a change")
+def c_words(c: object) -> str:
+    """``11 mlp-output copies per step, 0.0131 ms`` for a candidate (render/report_tables.py lists them all)."""
+    ms = c.removable_with_gap_ms if c.gap_counts else c.removable_ms  # type: ignore[attr-defined]
+    return f"{c.per_step:g} {c.role} copies per step, {fmt_ms(ms or 0.0)} ms"  # type: ignore[attr-defined]
 
 
 def _share(ms: float | None, period: float | None) -> str:
@@ -122,6 +118,19 @@ def ab_verdict_sentence(cmp: Comparison, period_ms: float | None) -> str:
     words = _VERDICT_WORDS.get(top.key, top.key)
     return (f"{top.name[0].upper()}{top.name[1:]} saving {_share(top.measured_ms, period_ms)}, {_ci(top)}: {words} "
             f"({fmt_ms(est)} ms estimated).")
+
+
+def aa_headline(cmp: Comparison) -> str:
+    """An A/A: the spread of boots of identical code is the noise floor of the setup."""
+    aa = cmp.aa or {}
+    top = next((m for m in cmp.measures if m.name == "step period"), None)
+    differ = aa.get("two_boots_differ_ms")
+    spread = (f"two boots differ by {fmt_ms(differ)} ms per step in step period (between-run SD "
+              f"{fmt_ms(aa.get('between_runs_sd_ms') or 0.0)} ms over {aa.get('runs')} runs)") if differ is not None \
+        else "the between-run spread could not be measured"
+    measured = f"; these two: {fmt_ms(top.measured_ms)} ms apart" if top is not None else ""
+    return (f"A/A ({aa.get('runs', cmp.runs_per_arm.get('aa', 2))} boots of the same code): {spread}{measured} — the "
+            "noise floor of this setup, not a change")
 
 
 def ab_headline(cmp: Comparison, names: list[str], period_ms: float | None = None) -> str:

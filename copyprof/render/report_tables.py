@@ -40,7 +40,8 @@ def census_table(run: RunReport) -> TableData:
     """The census; from a trace that lost graph work every count reads "≥ n" (issue 18)."""
     ps = run.per_step
     floor = run.lower_bound
-    title = LOWER_BOUND_TITLE if floor else "Copies per decode step (median over steps)"
+    title = (LOWER_BOUND_TITLE if floor else "Copies per decode step (median over steps)").replace(
+        "decode step", run.steps.word)
     t = TableData("census", title, ["copy site", "per step", "ms/step"])
     none = not run.steps.decode  # no step counted: a median over no steps is no figure, not 0 (issue 15)
     kinds = [k for k in ps.post_proj if k != "total"]
@@ -227,7 +228,8 @@ def setup_lines(run: RunReport) -> list[str]:
     st = run.setup
     parts = [f"device {run.device}", f"{run.format} / {run.flavour}" + (f" ({st.profiler})" if st.profiler else ""),
              f"ranks {run.ranks} (headline rank {run.headline_rank})"]
-    for value, label in ((st.engine, "engine"), (st.tp, "TP"), (st.concurrency, "concurrency"),
+    for value, label in ((st.engine, "engine"), (st.tp, "TP"),
+                         (st.world_size if st.tp is None else None, "world size"), (st.concurrency, "concurrency"),
                          (st.graph_mode, "graph mode"), (st.vllm_version, "vLLM"), (st.vllm_commit, "vLLM commit"),
                          (st.torch_version, "torch"), (st.cuda_runtime, "CUDA runtime"), (st.hip_runtime, "HIP runtime"),
                          (st.aiter_version, "aiter"), (st.arm, "arm"), (st.captured, "captured")):
@@ -241,7 +243,7 @@ def setup_lines(run: RunReport) -> list[str]:
         kinds = ", ".join(f"{n} {kind_label(k)}" for k, n in layout.kinds.items())
         parts.append(f"layout {layout.name} ({layout.layers} layers: {kinds})")
     steps = run.steps
-    parts.append(f"{plural(steps.decode, 'decode step')} used, {steps.excluded} excluded, rule: {steps.rule}")
+    parts.append(f"{plural(steps.decode, steps.word)} used, {steps.excluded} excluded, rule: {steps.rule}")
     tok = run.per_step.tokens
     if tok is not None:
         parts.append(f"N = {tok} tokens per step")

@@ -106,4 +106,4 @@ def test_h200_profiled_periods_carry_the_launch_calls():
     assert o.launch_bound is True and 0.2 < o.share_of_step < 0.25
     gap = run.per_step.period_ms - run.timing.median_ms["baseline"]
     assert 0.7 * gap < o.gpu_idle_in_launch_ms < gap
-    assert any(w.startswith("graph-launch calls hold up the GPU") for w in run.warnings)
+    assert any(n.startswith("graph-launch calls hold up the GPU") for n in run.notes)
