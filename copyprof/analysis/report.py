@@ -46,6 +46,10 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     rank_traces = [t for t in traces if t.meta.role == "rank"]
     if not rank_traces:
         raise CopyprofError("no per-rank trace found (only the vLLM API-process trace?)", path=path)
+    for t in rank_traces:  # a cut file is partly read, never a CPU-only trace
+        if t.meta.partial and not t.events["on_gpu"].any():
+            raise CopyprofError(f"partly read ({t.meta.partial}), and the part read holds no GPU event: nothing to "
+                                "count", path=t.meta.path)
     analyses = sorted((analyze_rank(t, layout, all_steps) for t in rank_traces), key=lambda a: a.rank)
     ranks = sorted({a.rank for a in analyses})
     head_rank = rank if rank is not None else ranks[0]
@@ -73,7 +77,7 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         by_rank={str(a.rank): per_step_medians(a) for a in analyses},
         warnings=rank_warnings([(a.rank, [a.completeness.message] if a.completeness and a.completeness.message else [])
                                 for a in analyses])
-        + [w for t in rank_traces for w in t.meta.warnings]
+        + list(dict.fromkeys(w for t in rank_traces for w in t.meta.warnings))  # one export's warning, once
         + [f"{t.meta.path}: partly read: {t.meta.partial}" for t in rank_traces if t.meta.partial]
         + step_warnings([(a.rank, a.steps) for a in analyses]),
         metadata=_run_metadata(path, meta.metadata),

@@ -133,6 +133,18 @@ def failed_status(why: str) -> str:
     return f"failed: {one_line[:500]}" if one_line else "failed: unknown error"
 
 
+MODEL_CONFIG = "model_config.json"  # a copy of the served model's config.json, where it had one
+
+
+def recorded_model_name(run: str) -> str | None:
+    """The model's name as run.json records it (its directory's name when copyprof ran it)."""
+    try:
+        model = json.loads((Path(run) / "run.json").read_text(encoding="utf-8")).get("model")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return model.get("name") if isinstance(model, dict) and isinstance(model.get("name"), str) else None
+
+
 def recorded_model(run: str) -> str | None:
     """The model a run directory's run.json names, as ``--model`` would take it: a preset name,
     a config.json / model directory that still exists, or a hub id matching a preset; None
@@ -140,6 +152,8 @@ def recorded_model(run: str) -> str | None:
     path = Path(run) / "run.json"
     if not path.is_file():
         return None
+    if (Path(run) / MODEL_CONFIG).is_file():
+        return str(Path(run) / MODEL_CONFIG)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

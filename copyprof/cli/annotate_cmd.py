@@ -8,7 +8,8 @@ import click
 from copyprof.errors import CopyprofError
 
 
-@click.command("annotate")
+@click.command("annotate",
+               short_help="The census on the timeline: a trace for Perfetto UI or chrome://tracing.")
 @click.argument("run", type=click.Path())
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="File to write (.json or .json.gz); never an existing file unless --force.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 
-@click.command("inspect")
+@click.command("inspect", short_help="What a trace holds: format, ranks, events, copies, step markers.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,

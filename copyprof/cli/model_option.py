@@ -14,15 +14,20 @@ def resolve_layout(model: str | None, runs: Sequence[str]) -> tuple[ModelLayout 
 
     Without --model, the first run whose run.json names a model copyprof can lay out decides
     (a run made by ``copyprof run`` always records it); none: no layout, as before."""
-    if model:
+    if model is not None:
+        if not model.strip():
+            from copyprof.models import PRESETS
+
+            raise CopyprofError(f"--model is empty: give a preset ({', '.join(PRESETS)}), a config.json or a "
+                                "model directory")
         return load_layout(model), ""
-    from copyprof.capture.rundir import recorded_model
+    from copyprof.capture.rundir import MODEL_CONFIG, recorded_model, recorded_model_name
 
     for run in runs:
         spec = recorded_model(run)
         if spec:
             try:
-                layout = load_layout(spec)
+                layout = load_layout(spec, recorded_model_name(run) if spec.endswith(MODEL_CONFIG) else None)
             except CopyprofError:
                 continue
             return layout, f"layout {layout.name} from {os.path.join(run, 'run.json')} (no --model given)"

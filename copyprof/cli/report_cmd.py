@@ -54,7 +54,8 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
         wait_for_writes()
 
 
-@click.command("report", cls=ArmsCommand)
+@click.command("report", cls=ArmsCommand,
+               short_help="Copies per step: layer, role, code, cost to remove; an A/B of two arms.")
 @click.argument("runs", nargs=-1, type=click.Path())
 @click.option("--baseline", "baseline", multiple=True, type=click.Path(),
               help="The baseline arm's runs (several: --baseline R1 R2 ...); the between-run spread is their unit.")
@@ -62,7 +63,10 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
 @click.option("--aa", "aa", multiple=True, type=click.Path(),
               help="Runs of identical code in the same setup (an A/A): alone, the setup's noise floor; with an "
                    "A/B, their spread is pooled into the between-run variance.")
-@click.option("--model", "model", help="Model layout: a preset (see `copyprof models`), a config.json or a model directory.")
+@click.option("--model", "model",
+              help="Model layout: a preset (kimi-k3, kimi-linear-48b-a3b, qwen3-next-80b-a3b, deepseek-v3, "
+                   "gpt-oss-20b; `copyprof models`), a config.json or a model directory. Default: the one "
+                   "the run's run.json records.")
 @click.option("--rank", type=int, default=None, help="Rank whose figures head the report (default: the lowest, normally 0).")
 @click.option("--by-rank", is_flag=True, help="Show every rank's per-step figures.")
 @click.option("--by-source", is_flag=True, help="Group the census by the code (Python frame) that issued each copy.")
@@ -74,20 +78,27 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
 @click.option("--all-steps", is_flag=True, help="Count every step, not only pure-decode ones.")
 @click.option("--labels", help="Comma-separated names for the runs (default: baseline,candidate or the paths).")
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "csv", "json"]), default="table", show_default=True)
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write plots to FILE.png or FILE.svg.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+              help="Write plots to FILE.png or FILE.svg (never over an existing file unless --force).")
+@click.option("--force", is_flag=True, help="Let --plot replace an existing file.")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Processes that decode trace chunks (default: the available cores).")
 @click.option("--no-cache", is_flag=True, help="Read the traces even if parsed tables are cached (and cache nothing).")
 def report_cmd(runs: tuple[str, ...], baseline: tuple[str, ...], candidate: tuple[str, ...], aa: tuple[str, ...],
                model: str | None, rank: int | None, by_rank: bool, by_source: bool, show_candidates: bool,
                sources_run: str | None, all_steps: bool, labels: str | None, fmt: str, plot_path: str | None,
-               jobs: int | None, no_cache: bool) -> None:
-    """Census of device-to-device copies per decode step, MLA/KDA attribution and removable cost.
+               force: bool, jobs: int | None, no_cache: bool) -> None:
+    """Every device-to-device copy of each decode step: its layer, role and issuing code, what
+    removing it saves, and with two arms what an A/B measured.
 
-    RUNS is one run (a run directory, a vLLM profile directory or trace files), or a baseline
-    and a candidate to compare. Parsed tables are cached in $COPYPROF_CACHE_DIR (default
-    ~/.cache/copyprof), keyed by each file's size, mtime and content hash.
+    RUNS is one run (a run directory, a vLLM profile directory, trace files), a baseline and a
+    candidate, or a folder of `copyprof run --repeat` runs (grouped by their run.json); several
+    runs per arm with --baseline R1 R2 --candidate C1 C2, an A/A with --aa. Without --model the
+    layout is the one the run's run.json records. Parsed tables and analyses are cached in
+    $COPYPROF_CACHE_DIR (default ~/.cache/copyprof), keyed by each file's size, mtime and hash.
     """
+    if plot_path and os.path.exists(plot_path) and not force:  # before any reading: nothing a user made is replaced
+        raise CopyprofError("exists; give another --plot file or --force", path=plot_path)
     arms = resolve_arms(runs, baseline, candidate, aa)
     if arms.is_aa_only:  # an A/A alone: the first boot against the others, all of them the A/A group
         arms = ArmPaths([arms.aa[0]], arms.aa[1:], arms.aa, labels=(arms.labels[0], arms.labels[0]),
@@ -171,7 +182,7 @@ def _labels(labels: str | None, runs: tuple[str, ...]) -> list[str]:
     return [os.path.basename(os.path.normpath(runs[0])) or runs[0]]
 
 
-@click.command("models")
+@click.command("models", short_help="The model layout presets and their layer kinds.")
 def models_cmd() -> None:
     """List model layout presets: each kind's layer count (and, for the rarer kinds, which layers)."""
     from copyprof.models import PRESETS

@@ -81,7 +81,8 @@ def _python(path: str | None) -> str:
     return os.path.abspath(path) if path else sys.executable
 
 
-@click.command("run", context_settings={"show_default": True}, epilog=_EPILOG)
+@click.command("run", short_help="Capture a fixed-cohort decode window from vLLM (or the replica engine).",
+               context_settings={"show_default": True}, epilog=_EPILOG)
 @click.option("--model", default=None,
               help="Preset (kimi-k3, qwen3-next-80b-a3b, ...), model directory, or hub id (not for --engine copies).")
 @click.option("--engine", type=click.Choice(["vllm", "replica", "copies"]), default="vllm",

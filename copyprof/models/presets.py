@@ -109,8 +109,9 @@ def default_tp(model: str) -> tuple[int, str]:
     return SERVING_TP.get(model.lower(), (1, "not a preset with a known serving TP"))
 
 
-def load_layout(spec: str) -> ModelLayout:
-    """A preset name (or its Hugging Face id), a config.json path, or a model directory."""
+def load_layout(spec: str, name: str | None = None) -> ModelLayout:
+    """A preset name (or its Hugging Face id), a config.json path, or a model directory;
+    ``name`` names a config's layout (default: its directory's name)."""
     key = spec.lower()
     if key in PRESETS:
         return PRESETS[key]
@@ -126,5 +127,5 @@ def load_layout(spec: str) -> ModelLayout:
             config = json.load(fh)
     except (OSError, ValueError) as exc:
         raise CopyprofError(f"cannot read model config: {exc}", path=path) from exc
-    name = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    name = name or os.path.basename(os.path.dirname(os.path.abspath(path)))
     return layout_from_config(config, name=name, source=path)

@@ -19,7 +19,9 @@ from copyprof.readers.files import head_bytes
 from copyprof.readers.registry import reader_for, sniff
 
 MAX_DEPTH = 4
-_SKIP_NAMES = re.compile(r"(^run\.json$|^timing\.json$|metrics.*\.json$|\.profiler_out\.txt$|\.log$|\.md$|\.py$|\.tmp$)")
+_SKIP_NAMES = re.compile(r"(^run\.json$|^timing\.json$|metrics.*\.json$|\.profiler_out\.txt$|\.log$|\.md$|\.py$|\.tmp$"
+                         r"|\.(toml|cfg|ini|ya?ml|lock|sh|c|h|txt)$)")
+_EVENT_ARRAY = re.compile(rb"^\s*\[\s*(\{|\])")  # a bare event array, not "[section]" of a TOML/INI file
 if TYPE_CHECKING:
     from copyprof.events import Trace
     from copyprof.readers.kineto.pool import ChunkPool
@@ -45,7 +47,7 @@ def discover(paths: Iterable[str]) -> list[Source]:
         if os.path.isdir(p):
             found = _discover_dir(p)
             if not found:
-                raise CopyprofError(_no_trace(p), path=p)
+                raise CopyprofError(_no_trace(p))
             sources.extend(found)
         elif os.path.exists(p):
             fmt = sniff(p)
@@ -67,7 +69,9 @@ def _no_trace(directory: str) -> str:
         status = None
     if isinstance(status, str) and status != "complete":
         return f"no trace in this run directory: the capture did not complete (run.json: {' '.join(status.split())[:300]})"
-    return "no trace found in directory (looked for Kineto JSON, rocprofv3 CSV/JSON/rocpd, nsys SQLite)"
+    looked = len(_walk(directory))
+    return (f"no trace found in {directory} (looked at {looked} file(s) for Kineto JSON, rocprofv3 CSV/JSON/rocpd, "
+            "nsys SQLite, rocprof v1 results.csv)")
 
 
 def _walk(root: str) -> list[str]:
@@ -121,7 +125,7 @@ def _looks_like_chrome_trace(path: str) -> bool:
     if ".pt.trace.json" in name or name.endswith(".trace.json") or name.endswith(".trace.json.gz"):
         return True
     head = head_bytes(path, 1 << 20)
-    return b'"traceEvents"' in head or head.lstrip()[:1] == b"["
+    return b'"traceEvents"' in head or bool(_EVENT_ARRAY.match(head))
 
 
 def read_source(src: Source, pool: ChunkPool | None = None) -> list[Trace]:

@@ -33,7 +33,10 @@ def render_terminal(summaries: list[dict[str, Any]], console: Console, top: int 
     width = 110 if console.is_terminal else None
     for s in summaries:
         role = "" if s["role"] == "rank" else f" [{s['role']}]"
-        console.rule(f"[bold]{s['path']}[/bold]{role}")
+        if console.is_terminal:
+            console.rule(f"[bold]{s['path']}[/bold]{role}")
+        else:  # piped: no terminal width to fill (a rule would be as wide as the console's unlimited width)
+            console.print(f"== {s['path']}{role} ==", markup=False)
         console.print(
             f"format [cyan]{s['format']}[/cyan] · flavour [cyan]{s['flavour']}[/cyan] · "
             f"ranks {s['ranks']} · {device_label(s['devices'])} · span {s['span_ms']:.3f} ms · "

@@ -226,8 +226,11 @@ def engine_words(st: Setup) -> str:
 def setup_lines(run: RunReport) -> list[str]:
     """Facts about the capture, each as the inputs state it (analysis/setup.py)."""
     st = run.setup
+    # an nsys export of several processes without MPI rank names numbers them by process id: processes, not ranks
+    unit = "process" if run.metadata.get("rank_source") == "pid-order" else "rank"
     parts = [f"device {run.device}", f"{run.format} / {run.flavour}" + (f" ({st.profiler})" if st.profiler else ""),
-             f"ranks {run.ranks} (headline rank {run.headline_rank})"]
+             f"{unit}es {run.ranks} (headline {unit} {run.headline_rank})" if unit == "process"
+             else f"ranks {run.ranks} (headline rank {run.headline_rank})"]
     for value, label in ((st.engine, "engine"), (st.tp, "TP"),
                          (st.world_size if st.tp is None else None, "world size"), (st.concurrency, "concurrency"),
                          (st.graph_mode, "graph mode"), (st.vllm_version, "vLLM"), (st.vllm_commit, "vLLM commit"),

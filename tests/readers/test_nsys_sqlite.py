@@ -190,3 +190,23 @@ def test_several_processes_mpi_rank_names(tmp_path: Path) -> None:
     traces = read_nsys(_two_processes(tmp_path, {100: 1, 200: 0}))
     assert [(t.meta.metadata["pid"], t.meta.ranks) for t in traces] == [(100, [1]), (200, [0])]
     assert all(t.meta.metadata["rank_source"] == "mpi-thread-name" for t in traces)
+
+
+def test_a_report_of_two_processes_says_processes_and_warns_once(tmp_path: Path) -> None:
+    """Two processes of one export without MPI rank names are numbered by process id: the report
+    calls them processes (they are no ranks of a TP group) and says the export's warning once."""
+    import io
+
+    from rich.console import Console
+
+    from copyprof.analysis.report import analyze_run
+    from copyprof.render.report_text import ReportView, render_terminal
+
+    path = _two_processes(tmp_path, None)
+    run = analyze_run(read_nsys(path), path, None)
+    assert sum("2 processes in one export" in w for w in run.warnings) == 1
+    out = io.StringIO()
+    render_terminal(ReportView([run], None, ["x"]), Console(file=out, width=10_000))
+    text = out.getvalue()
+    assert "processes [0, 1] (headline process 0)" in text and "ranks [0, 1]" not in text
+    assert text.count("2 processes in one export") == 1

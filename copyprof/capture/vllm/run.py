@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 from copyprof import __version__
 from copyprof.capture.rundir import (
+    MODEL_CONFIG,
     STATUS_CAPTURING,
     STATUS_COMPLETE,
     STATUS_STARTING,
@@ -226,9 +227,13 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
     for line in preflight_lines(backend) if backend else []:
         rep.info(line)
     run_dir = new_run_dir(opts.out, opts.label)
+    config = Path(spec.model) / "config.json"
+    if config.is_file():  # the layout travels with the run: `report RUN` needs no --model on another machine
+        shutil.copyfile(config, run_dir / MODEL_CONFIG)
     write_run_json(run_dir, {
         "copyprof_version": __version__, "engine": "vllm", "status": STATUS_STARTING, "label": opts.label,
-        "command": list(opts.command), "model": {"arg": spec.model, **opts.model_summary},
+        "command": list(opts.command),
+        "model": {"arg": spec.model, **opts.model_summary, **({"config": MODEL_CONFIG} if config.is_file() else {})},
         "tp": spec.tp, "concurrency": spec.concurrency, "prefix_len": spec.prefix_len,
         "suffix_len": spec.suffix_len, "steps": spec.steps, "profiler": spec.profiler, "dummy": spec.dummy,
         "workload": {"max_tokens": spec.max_tokens, "min_tokens": spec.max_tokens, "ignore_eos": True,
