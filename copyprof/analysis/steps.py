@@ -130,7 +130,7 @@ def _finish(rule: str, grammar: str, ann: pd.DataFrame, events: pd.DataFrame, st
     infos = [parse_step(n) for n in labels]
     decode = [i.is_decode if i else None for i in infos]
     if grammar == "profiler-step":
-        notes.append("ProfilerStep ranges say nothing about the batch: decode is assumed and tokens are inferred")
+        notes.append("ProfilerStep ranges say nothing about what a step holds: every step is counted, tokens per step are inferred where the copies allow")
         decode = [True if d is None else d for d in decode]
     table = _build_table(events, step_of, labels, [i.tokens if i else None for i in infos], decode)
     return Steps(f"{rule} ({grammar})", table, step_of, device, notes)
@@ -151,10 +151,11 @@ def _graph_launch_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int)
     step_of[ok] = mapped[ok].astype(STEP_DTYPE)
     n = len(launches)
     table = _build_table(events, step_of, [str(x) for x in launches["name"]], [None] * n, [True] * n)
-    notes = ["each graph launch is taken as one decode step (no step annotations); tokens are inferred"]
-    warnings = [f"steps are inferred, not marked: each of the {n:,} graph launches is taken as one decode step (the "
+    # one message, not a note repeating the warning
+    notes: list[str] = []
+    warnings = [f"steps are inferred, not marked: each of the {n:,} graph launches is taken as one step (the "
                 "trace has no step annotations); an engine that replays several graphs per step (piecewise CUDA "
-                "graphs) gives figures per graph, not per step"]
+                "graphs) gives figures per graph, not per step; tokens per step are inferred"]
     return Steps("graph-launch", table, step_of, device, notes, warnings)
 
 

@@ -101,7 +101,9 @@ def report_cmd(runs: tuple[str, ...], baseline: tuple[str, ...], candidate: tupl
         raise CopyprofError("exists; give another --plot file or --force", path=plot_path)
     arms = resolve_arms(runs, baseline, candidate, aa)
     if arms.is_aa_only:  # an A/A alone: the first boot against the others, all of them the A/A group
-        arms = ArmPaths([arms.aa[0]], arms.aa[1:], arms.aa, labels=(arms.labels[0], arms.labels[0]),
+        # two columns of one arm: named by boot so a reader never sees "baseline vs baseline"
+        arm = arms.labels[0] if arms.labels[0] != "baseline" or arms.note else "A/A"
+        arms = ArmPaths([arms.aa[0]], arms.aa[1:], arms.aa, labels=(f"{arm} boot 1", f"{arm} boot 2"),
                         note=arms.note)
     shown = [arms.baseline[0], *arms.candidate[:1]]
     layout, model_note = resolve_layout(model, tuple(shown))

@@ -128,9 +128,10 @@ def aa_headline(cmp: Comparison) -> str:
     spread = (f"two boots differ by {fmt_ms(differ)} ms per step in step period (between-run SD "
               f"{fmt_ms(aa.get('between_runs_sd_ms') or 0.0)} ms over {aa.get('runs')} runs)") if differ is not None \
         else "the between-run spread could not be measured"
-    measured = f"; these two: {fmt_ms(top.measured_ms)} ms apart" if top is not None else ""
-    return (f"A/A ({aa.get('runs', cmp.runs_per_arm.get('aa', 2))} boots of the same code): {spread}{measured} — the "
-            "noise floor of this setup, not a change")
+    runs = aa.get("runs", cmp.runs_per_arm.get("aa", 2))
+    # with more than two boots the pair shown in the tables is one of several: say how far apart it is
+    measured = f"; the two shown: {fmt_ms(top.measured_ms)} ms apart" if top is not None and runs != 2 else ""
+    return f"A/A ({runs} boots of the same code): {spread}{measured}. The noise floor of this setup, not a change."
 
 
 def ab_headline(cmp: Comparison, names: list[str], period_ms: float | None = None) -> str:

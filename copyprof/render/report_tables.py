@@ -223,31 +223,45 @@ def engine_words(st: Setup) -> str:
     return ", ".join(parts)
 
 
-def setup_lines(run: RunReport) -> list[str]:
-    """Facts about the capture, each as the inputs state it (analysis/setup.py)."""
+def setup_fields(run: RunReport) -> list[tuple[str, str]]:
+    """Facts about the capture as (label, value), each as the inputs state it (analysis/setup.py)."""
     st = run.setup
     # an nsys export of several processes without MPI rank names numbers them by process id: processes, not ranks
     unit = "process" if run.metadata.get("rank_source") == "pid-order" else "rank"
-    parts = [f"device {run.device}", f"{run.format} / {run.flavour}" + (f" ({st.profiler})" if st.profiler else ""),
-             f"{unit}es {run.ranks} (headline {unit} {run.headline_rank})" if unit == "process"
-             else f"ranks {run.ranks} (headline rank {run.headline_rank})"]
+    fields = [("device", str(run.device)),
+              ("format", f"{run.format} / {run.flavour}" + (f" ({st.profiler})" if st.profiler else "")),
+              (f"{unit}es" if unit == "process" else "ranks", f"{run.ranks} (headline {unit} {run.headline_rank})")]
     for value, label in ((st.engine, "engine"), (st.tp, "TP"),
                          (st.world_size if st.tp is None else None, "world size"), (st.concurrency, "concurrency"),
                          (st.graph_mode, "graph mode"), (st.vllm_version, "vLLM"), (st.vllm_commit, "vLLM commit"),
                          (st.torch_version, "torch"), (st.cuda_runtime, "CUDA runtime"), (st.hip_runtime, "HIP runtime"),
                          (st.aiter_version, "aiter"), (st.arm, "arm"), (st.captured, "captured")):
         if value not in (None, ""):
-            parts.append(f"{label} {value}")
+            fields.append((label, str(value)))
     engine = engine_words(st)
     if engine:
-        parts.append(engine)
+        fields.append(("engine choices", engine))
     layout = run.layout
     if layout:
         kinds = ", ".join(f"{n} {kind_label(k)}" for k, n in layout.kinds.items())
-        parts.append(f"layout {layout.name} ({layout.layers} layers: {kinds})")
+        fields.append(("layout", f"{layout.name} ({layout.layers} layers: {kinds})"))
     steps = run.steps
-    parts.append(f"{plural(steps.decode, steps.word)} used, {steps.excluded} excluded, rule: {steps.rule}")
+    fields.append(("steps", f"{plural(steps.decode, steps.word)} used, {steps.excluded} excluded, rule: {steps.rule}"))
     tok = run.per_step.tokens
     if tok is not None:
-        parts.append(f"N = {tok} tokens per step")
-    return parts
+        fields.append(("tokens", f"N = {tok} tokens per step"))
+    return fields
+
+
+def setup_lines(run: RunReport) -> list[str]:
+    """The setup facts as the terminal prints them: ``device H200``, ``TP 1``, ...; the steps and
+    tokens facts read as sentences of their own."""
+    out = []
+    for label, value in setup_fields(run):
+        if label in ("steps", "tokens", "engine choices"):
+            out.append(value)
+        elif label == "format":
+            out.append(value)
+        else:
+            out.append(f"{label} {value}")
+    return out

@@ -18,9 +18,11 @@ from rich.console import Console
 from rich.table import Table
 
 from copyprof.analysis.results import JSON_RUN_KEYS, Comparison, RunReport
+from copyprof.analysis.wording import VERDICT_PREFIX
+from copyprof.analysis.wording import fmt_ms as sig_ms
 from copyprof.render.compare_render import comparison_tables
 from copyprof.render.headline import report_headline
-from copyprof.render.report_tables import TableData, run_tables, setup_lines
+from copyprof.render.report_tables import TableData, fmt_ms, run_tables, setup_fields, setup_lines
 from copyprof.render.tidy import tidy_rows
 
 
@@ -140,29 +142,136 @@ def markdown_table(t: TableData) -> str:
     return "\n".join(lines)
 
 
+MD_WIDTH = 200  # no line of the attachment is longer (a PR comment is read, not scrolled)
+MD_CELL = 70  # a word cell of a markdown table longer than this keeps its end ("…" marks the cut)
+
+
 def render_markdown(view: ReportView) -> str:
-    """A self-contained PR attachment: title, headline, setup of each run with every version
-    and id its inputs carry, the command and copyprof's version, then the tables."""
+    """A PR attachment: a summary a reviewer reads in ten seconds (title, headline, one table of
+    what changed and what it is worth, at most ~25 lines), then everything else folded inside
+    ``<details>``: the setup once (fields that differ between the arms marked), each run's
+    tables, the A/B tables and verdicts. Paths are relative to the runs' common folder; no line
+    but the headline is over ``MD_WIDTH`` characters, and no number is ever cut."""
     from copyprof import __version__
 
     title = f"copyprof: {view.labels[1]} vs {view.labels[0]}" if view.comparison else f"copyprof: {view.labels[0]}"
-    parts = [f"## {title}", f"**{view.headline}**"]
-    setup = [f"- **{label}** (`{run.path}`): {'; '.join(setup_lines(run))}."
-             + (f" Captured with `{run.setup.command}`." if run.setup.command else "")
-             for label, run in zip(view.labels, view.runs)]
-    parts.append("**Setup.**\n\n" + "\n".join(setup))
+    parts = [f"## {title}", markdown_table(summary_table(view))]
+    details = ["**Setup.**", "\n".join(_setup_list(view))]
     cmd = f"`{view.command}` · " if view.command else ""
-    parts.append(f"**Command.** {cmd}copyprof {__version__}")
+    details.append(f"**Command.** {cmd}copyprof {__version__}")
     for label, run in zip(view.labels, view.runs):
-        parts.append(f"### {label}")
-        parts.extend(markdown_table(t) for t in view.tables(run))
+        details.append(f"### {label}")
+        details.extend(markdown_table(t) for t in view.tables(run))
         notes = [f"- warning: {w}" for w in run.warnings] + [f"- {n}" for n in run.notes]
         if notes:
-            parts.append("\n".join(notes))
+            details.append("\n".join(notes))
     if view.comparison is not None:
-        parts.append(f"### A/B: {view.labels[0]} vs {view.labels[1]}")
-        parts.extend(markdown_table(t) for t in comparison_tables(view.comparison, view.labels))
-    return "\n\n".join(parts) + "\n"
+        details.append(f"### A/B: {view.labels[0]} vs {view.labels[1]}")
+        details.extend(markdown_table(t) for t in comparison_tables(view.comparison, view.labels))
+    parts.append("<details><summary>Setup, every table, the verdicts</summary>\n\n" + "\n\n".join(details)
+                 + "\n\n</details>")
+    # the headline stays one line (at most 300 characters by its own rule) so a reviewer can quote it
+    body = _fit("\n\n".join(parts[1:]) + "\n", _common_folder(view))
+    return "\n\n".join([parts[0], f"**{_relative(view.headline, _common_folder(view))}**", body])
+
+
+def summary_table(view: ReportView) -> TableData:
+    """What changed and what it is worth, one row a figure, a column an arm (from the results)."""
+    runs, labels = view.runs, view.labels
+    t = TableData("summary", "Summary", ["", *labels])
+    ps = [r.per_step for r in runs]
+    t.rows.append([f"{runs[0].steps.word}s counted", *[r.steps.decode for r in runs]])
+    kinds = [k for k in ps[0].post_proj if k != "total"]
+    if kinds:
+        t.rows.append(["post-projection copies / step", *[p.post_proj.get("total", 0) for p in ps]])
+    t.rows.append(["all device copies / step", *[p.copies for p in ps]])
+    t.rows.append(["step period, ms (median)", *[fmt_ms(p.period_ms) for p in ps]])
+    top = runs[0].candidates[0] if runs[0].candidates else None
+    if top is not None and top.removable_ms is not None:
+        t.rows.append([f"largest copy group: {top.per_step:g} {top.role}, ms/step",
+                       _kernel_and_gap(top.removable_ms, top.removable_with_gap_ms if top.gap_counts else None)]
+                      + [""] * (len(runs) - 1))
+    cmp = view.comparison
+    if cmp is not None:
+        # the kernel-time estimate is the one the verdicts and the headline compare against
+        with_gap = cmp.estimate_ms["kernel_plus_gap"]
+        t.rows.append(["estimated saving, ms/step", "", _kernel_and_gap(cmp.estimate_ms["kernel"], with_gap)])
+        for m in sorted(cmp.measures, key=lambda m: m.name != cmp.best_measure)[:2]:
+            lo, hi = m.ci95_ms
+            ci = f"95 % CI [{sig_ms(lo)}, {sig_ms(hi)}]" if lo is not None and hi is not None else "no interval"
+            words = {"unmeasured": "boot-to-boot variation unmeasured", "descriptive": "these two runs only"}
+            t.rows.append([f"saving measured by {m.name} ({m.n_baseline} vs {m.n_candidate} {m.unit})", "",
+                           f"{sig_ms(m.measured_ms)}, {ci}: {words.get(m.key) or VERDICT_PREFIX.get(m.key, m.key)}"])
+    return t
+
+
+def _kernel_and_gap(kernel: float, with_gap: float | None) -> str:
+    if with_gap is None or abs(with_gap - kernel) < 5e-4:
+        return sig_ms(kernel)
+    return f"{sig_ms(kernel)} ({sig_ms(with_gap)} with dispatch gaps)"
+
+
+def _setup_list(view: ReportView) -> list[str]:
+    """The setup once: a field the arms share in one line, a field that differs marked **differs**."""
+    rows: dict[str, list[str]] = {"run": [f"`{run.path}`" for run in view.runs]}
+    for run in view.runs:
+        for label, value in setup_fields(run):
+            rows.setdefault(label, []).append(value)
+    for run in view.runs:
+        if run.setup.command:
+            rows.setdefault("captured with", []).append(f"`{run.setup.command}`")
+    out = []
+    for label, values in rows.items():
+        if len(view.runs) > 1 and (len(values) != len(view.runs) or len(set(values)) > 1):
+            cells = values if len(values) == len(view.runs) else values + ["—"] * (len(view.runs) - len(values))
+            out.append(f"- {label}: " + " / ".join(f"{lab}: {v}" for lab, v in zip(view.labels, cells))
+                       + " **(differs)**")
+        else:
+            out.append(f"- {label}: {values[0]}")
+    return out
+
+
+def _common_folder(view: ReportView) -> str:
+    import os
+
+    paths = [os.path.abspath(r.path) for r in view.runs]
+    if len(paths) == 1:
+        return os.path.dirname(paths[0])
+    return os.path.commonpath(paths)
+
+
+def _fit(text: str, folder: str) -> str:
+    """Paths relative to the runs' folder; long prose lines wrapped; long word cells of a table
+    keep their end; numbers are never cut."""
+    import os
+    import textwrap
+
+    text = _relative(text, folder)
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= MD_WIDTH:
+            out.append(line)
+        elif line.startswith("|"):
+            cells = line.strip("|").split(" | ")
+            cells = [c if len(c) <= MD_CELL or _numeric(c) else "…" + c[-(MD_CELL - 1):] for c in cells]
+            out.append("| " + " | ".join(c.strip() for c in cells) + " |")
+        else:
+            lead = "  " if line.startswith("- ") else ""
+            out.extend(textwrap.wrap(line, MD_WIDTH, subsequent_indent=lead, break_long_words=False,
+                                     break_on_hyphens=False) or [line])
+    return "\n".join(out)
+
+
+def _relative(text: str, folder: str) -> str:
+    import os
+
+    if folder and folder != os.sep:
+        text = text.replace(folder + os.sep, "").replace(folder, ".")
+    return text
+
+
+def _numeric(cell: str) -> bool:
+    return any(ch.isdigit() for ch in cell) and not any(ch.isalpha() for ch in cell.replace("ms", ""))
 
 
 def render_csv(view: ReportView) -> str:

@@ -153,5 +153,6 @@ def test_graph_launch_steps_are_flagged():
                   correlation=s + 1)
     steps = segment(b.build())
     assert steps.rule == "graph-launch" and len(steps.decode) == 4
-    assert steps.warnings and "each of the 4 graph launches is taken as one decode step" in steps.warnings[0]
+    assert steps.warnings and "each of the 4 graph launches is taken as one step" in steps.warnings[0]
+    assert not any("graph launch" in n for n in steps.notes)  # said once, as the warning
     assert np.all(steps.decode["n_events"].to_numpy() == 12)

@@ -61,7 +61,8 @@ def test_bad_inputs_give_one_line_errors(tmp_path):
     nodir = tmp_path / "empty_dir"
     nodir.mkdir()
     (nodir / "run.json").write_text("{}")
-    _one_line_error(run_cli("inspect", str(nodir)), "no trace found in directory")
+    # the error names the folder and how many files were looked at, as which formats
+    _one_line_error(run_cli("inspect", str(nodir)), f"no trace found in {nodir} (looked at 1 file(s) for Kineto JSON")
 
     _one_line_error(run_cli("inspect", str(tmp_path / "missing.json")), "no such file")
 

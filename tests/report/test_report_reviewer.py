@@ -1,4 +1,4 @@
-"""Reports a reviewer can trust at a glance (issue 16), on the real H200 captures in traces/.
+"""Reports a reviewer can trust at a glance, on the real H200 captures in traces/.
 
 What is pinned, and why:
 - every format opens with the same headline, which names the measure that resolves the
@@ -6,7 +6,7 @@ What is pinned, and why:
   period cannot) and the verdict's words;
 - arms that differ in more than the patch (C16 vs C24) are called not comparable, first;
 - text output never cuts a number, however it is piped;
-- markdown is a self-contained PR attachment; CSV is tidy and plain; JSON carries the setup;
+- markdown is a self-contained PR attachment read in ten seconds (a summary, the rest folded); CSV is tidy and plain; JSON carries the setup;
 - ``--model`` defaults to the model run.json records, ``--debug`` works after the subcommand.
 """
 from __future__ import annotations
@@ -84,11 +84,30 @@ def test_piped_text_never_cuts_a_number():
 def test_markdown_is_a_self_contained_attachment():
     md = report(*C16, fmt="markdown")
     assert md.startswith("## copyprof: candidate vs baseline\n")
+    # a reviewer's ten seconds: title, headline, one summary table, then everything else folded
+    summary, details = md.split("<details>", 1)
+    lines = summary.strip().splitlines()
+    assert len(lines) <= 25, summary
+    rows = {ln.split(" | ")[0].strip("| "): ln for ln in lines if ln.startswith("|")}
+    # the summary's rows are the report's own figures: 93 post-projection copies per step gone
+    assert rows["post-projection copies / step"].replace(" ", "") == "|post-projectioncopies/step|93|0|"
+    # and agree with the headline: the kernel-time estimate and the replica timing's saving it quotes
+    head = md.splitlines()[2]
+    est = rows["estimated saving, ms/step"].split("|")[3].split()[0]
+    timed = next(v for k, v in rows.items() if k.startswith("saving measured by replica timing"))
+    assert f"({est} ms estimated)" in head
+    assert f"saving {timed.split('|')[3].split(',')[0].strip()} ms" in head
+    assert details.rstrip().endswith("</details>")
     setup = md.split("**Setup.**", 1)[1].split("### ", 1)[0]
-    for fact in ("NVIDIA H200", "torch 2.11.0+cu130", "CUDA runtime 13.0", "TP 8", "concurrency 16",
-                 "captured 2026-11-30T04:23:36Z", C16[0].replace(str(REPO) + "/", ""), "graph mode graph"):
+    # the setup once: what the arms share in one line each, what differs marked; paths relative
+    # to the runs' common folder (traces/), never this machine's absolute path
+    for fact in ("- device: NVIDIA H200", "- torch: 2.11.0+cu130", "- CUDA runtime: 13.0", "- TP: 8",
+                 "- concurrency: 16", "- graph mode: graph", "`replica-kimi-k3-tp8-c16-cuda-graph-baseline-20261130T042336Z`"):
         assert fact in setup, fact
+    assert "**(differs)**" in setup.split("- run:", 1)[1].splitlines()[0]
+    assert str(T) not in md
     assert f"copyprof {__version__}" in md and "`copyprof report " in md
+    assert all(len(ln) <= 200 for ln in md.splitlines()[3:]), "a PR comment is read, not scrolled"
     # the candidate removed every copy: its all-zero estimate table says nothing and is left out
     candidate = md.split("### candidate", 1)[1].split("### A/B", 1)[0]
     assert "Direct-return patch" not in candidate
@@ -96,7 +115,7 @@ def test_markdown_is_a_self_contained_attachment():
     single = report(C16[0], fmt="markdown")
     # one run: titled by its name (the folder, as no --labels was given), no A/B section
     assert single.startswith("## copyprof: replica-kimi-k3-tp8-c16-cuda-graph-baseline-20261130T042336Z\n")
-    assert "### A/B" not in single
+    assert "### A/B" not in single and "estimated saving" not in single
 
 
 def test_csv_is_tidy_with_plain_numbers_and_the_ab():

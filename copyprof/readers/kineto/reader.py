@@ -228,9 +228,9 @@ def read_kineto(path: str, pool: ChunkPool | None = None) -> list[Trace]:
     except MalformedChunk as exc:
         partial = f"invalid JSON after byte {exc.offset:,} ({exc.reason}); kept {cols.rows:,} events before it"
     if stream.truncated:
-        partial = f"{stream.describe_partial()}; kept {cols.rows:,} whole events"
+        partial = f"{stream.describe_partial()}; kept {cols.rows:,} whole event{'' if cols.rows == 1 else 's'}"
     elif state.truncated and partial is None:
-        partial = f"{state.truncated}; kept {cols.rows:,} whole events"
+        partial = f"{state.truncated}; kept {cols.rows:,} whole event{'' if cols.rows == 1 else 's'}"
     if state.skipped:  # damaged events cut out of the array (json_stream.repair); the rest was read
         first, total = min(state.skipped)[0], sum(n for _, n in state.skipped)
         note = f"skipped {total:,} bytes of damaged JSON in {len(state.skipped)} place(s), the first at byte {first:,}"
