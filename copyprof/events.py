@@ -18,7 +18,7 @@ grid x block).
 =============== ========= =====================================================================
 kind            category  kernel | memcpy | memset | runtime | annotation | cpu_op | python
                           (python: a Python frame of a trace with stacks, Kineto ``python_function``;
-                          ``stream`` is its thread; analysis/sources.py names each copy's code)
+                          ``stream`` is its thread; analysis/sources/frames.py names each copy's code)
 name            category  kernel / op / annotation name as the trace spells it
 on_gpu          bool      True for device-timeline events (kernels, copies, GPU annotations)
 rank            <=int32   distributed rank the file belongs to (0 when unknown)

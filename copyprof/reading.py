@@ -2,7 +2,7 @@
 
 Commands, tests and benchmarks all read through it, so they read the same way: sources
 found by content (readers/discover.py), each read by its format's reader (readers/registry.py),
-served from or stored into the on-disk table cache (cache.py), big Kineto files decoded
+served from or stored into the on-disk table cache (cache/tables.py), big Kineto files decoded
 chunk-parallel in worker processes (readers/kineto/pool.py). Ranks are read one after
 another, each with every core: one rank's text in flight at a time (flat memory) and ranks of
 any size balanced. Every path gives the tables a plain serial read gives.
@@ -40,7 +40,7 @@ def read_runs(paths: Iterable[str] | list[Source], *, jobs: int = 1, cache: bool
 
     ``jobs``: decode processes for big Kineto files (1: serial); ``cache``: serve from / store
     into the table cache (with ``background_writes`` new entries are written while the caller
-    goes on: call ``copyprof.cache.wait_for_writes()``); ``progress`` shows the reading (see
+    goes on: call ``copyprof.cache.tables.wait_for_writes()``); ``progress`` shows the reading (see
     ``ProgressDisplay``); ``own_process``: the caller is a copyprof command (see the module doc).
     """
     from copyprof.readers.kineto.columns import gc_paused
@@ -73,7 +73,7 @@ def decode_pool(sources: list[Source], jobs: int, cache: bool = False) -> ChunkP
         return None
     big = [s for s in sources if s.fmt == "kineto" and json_size(s.path) >= MIN_PARALLEL_BYTES]
     if cache and big:
-        from copyprof.cache import TableCache
+        from copyprof.cache.tables import TableCache
 
         table_cache = TableCache()
         big = [s for s in big if not table_cache.fresh(s.fmt, s.paths)]
@@ -83,7 +83,7 @@ def decode_pool(sources: list[Source], jobs: int, cache: bool = False) -> ChunkP
 def read_sources(sources: list[Source], *, pool: ChunkPool | None = None, cache: bool = False,
                  progress: Progress | None = None, background_writes: bool = False) -> list[Trace]:
     """Read every source, Kineto chunks decoded in ``pool`` when given, through the cache."""
-    from copyprof.cache import TableCache, cached_read  # numpy/pandas: not needed to discover sources
+    from copyprof.cache.tables import TableCache, cached_read  # numpy/pandas: not needed to discover sources
 
     table_cache = TableCache() if cache else None
     traces: list[Trace] = []

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from copyprof.analysis.census import Census, take_census
-from copyprof.analysis.completeness import check_completeness, is_rocm_trace
-from copyprof.analysis.graph_launches import graph_launches
-from copyprof.analysis.launch_overhead import StepBusy, launch_overhead
+from copyprof.analysis.census.count import Census, take_census
+from copyprof.analysis.health.completeness import check_completeness, is_rocm_trace
+from copyprof.analysis.health.graph_launches import graph_launches
+from copyprof.analysis.health.launch_overhead import StepBusy, launch_overhead
 from copyprof.analysis.results import BySource, Completeness, LaunchOverhead, PerStep, RankAgreement, Timeline, known
-from copyprof.analysis.sources import copy_sources
-from copyprof.analysis.steps import Steps, segment
+from copyprof.analysis.sources.frames import copy_sources
+from copyprof.analysis.steps.segment import Steps, segment
 from copyprof.events import Trace, name_array
 from copyprof.models import ModelLayout
 from copyprof.taxonomy.devices import device_cus

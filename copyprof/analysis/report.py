@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from copyprof.analysis.estimate import copy_speed, estimate, graph_node_match
+from copyprof.analysis.cost.estimate import copy_speed, estimate, graph_node_match
 from copyprof.analysis.rank_figures import (
     RankAnalysis,
     analyze_rank,
@@ -23,13 +23,13 @@ from copyprof.analysis.rank_figures import (
     step_series,
     timeline,
 )
-from copyprof.analysis.candidates import copy_candidates, kernel_candidates
-from copyprof.analysis.client_metrics import load_tpots
-from copyprof.analysis.replica_timing import load_timing, timing_summary
+from copyprof.analysis.cost.candidates import copy_candidates, kernel_candidates
+from copyprof.analysis.ab.client_metrics import load_tpots
+from copyprof.analysis.ab.replica_timing import load_timing, timing_summary
 from copyprof.analysis.results import Completeness, Layout, RunReport, SourceEntry, StepsInfo
 from copyprof.analysis.setup import run_setup
-from copyprof.analysis.source_map import apply_sources, by_source, source_entries
-from copyprof.analysis.steps import rank_warnings, step_warnings
+from copyprof.analysis.sources.across_captures import apply_sources, by_source, source_entries
+from copyprof.analysis.steps.segment import rank_warnings, step_warnings
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace
 from copyprof.models import ModelLayout

@@ -91,13 +91,13 @@ class Site(Struct):
     neighbour: str
     role: str = "other"
     layer_kind: str | None = None
-    source: str | None = None  # the issuing Python frame (analysis/sources.py), or None
+    source: str | None = None  # the issuing Python frame (analysis/sources/frames.py), or None
     stack: list[str] = []  # that frame and its callers, innermost first
     source_note: str = ""  # why there is no source
     shape: str = ""  # the dims and dtypes its CPU op recorded (record_shapes), the commonest; "" if none
     graph_nodes: list[int] = []  # the graph node ids its copies replay (trace field "graph node id"), sorted
     graph_node_stable: bool | None = None  # every counted step replays the same nodes for it (None: no node ids)
-    place: str = ""  # where structure put it, in words (analysis/copy_sites.py Place)
+    place: str = ""  # where structure put it, in words (analysis/census/copy_sites.py Place)
     evidence: str = ""  # what set the role: structure | structure+stack | stack | size ("" without a layout)
     evidence_agree: bool | None = None  # structure and stack named the same block (None: only one of them)
     structure_said: str = ""  # the role structure gave where the stack overruled it
@@ -105,7 +105,7 @@ class Site(Struct):
 
 class Candidate(Struct):
     """One group of copies (or of elementwise copy kernels) and what removing it would save
-    (analysis/candidates.py): ``runs[].candidates`` of ``report --format json``."""
+    (analysis/cost/candidates.py): ``runs[].candidates`` of ``report --format json``."""
 
     form: str  # copy | kernel
     role: str
@@ -145,7 +145,7 @@ class Attribution(Struct):
 
 
 class SourceEntry(Struct):
-    """One copy place of an eager capture and the code that issued it (analysis/source_map.py)."""
+    """One copy place of an eager capture and the code that issued it (analysis/sources/across_captures.py)."""
 
     layer: int
     kind: str
@@ -240,7 +240,7 @@ class Setup(Struct):
 
 
 class Completeness(Struct):
-    """Whether the trace holds the GPU work its graph launches ran (analysis/completeness.py).
+    """Whether the trace holds the GPU work its graph launches ran (analysis/health/completeness.py).
 
     ``status``: ``complete`` (no launch is short by any check that could run), ``lower-bound``
     (work is missing: copy counts are at least the census's), ``no-graph-launches``."""
@@ -257,7 +257,7 @@ class Completeness(Struct):
 
 
 class LaunchOverhead(Struct):
-    """Graph-launch calls against the GPU's idle time (analysis/launch_overhead.py): whether
+    """Graph-launch calls against the GPU's idle time (analysis/health/launch_overhead.py): whether
     step periods measure the launch path (and the profiler's hooks on it) rather than the model."""
 
     graph_launches: int
@@ -374,10 +374,10 @@ class Measure(Struct):
     mde_ms: float | None
     n_baseline: int
     n_candidate: int
-    key: str  # the verdict's class (analysis/verdict.py)
+    key: str  # the verdict's class (analysis/ab/verdict.py)
     resolved: bool
     verdict: str
-    supports: str | None = None  # the estimate it supports: kernel | kernel_plus_gap (analysis/verdict.py)
+    supports: str | None = None  # the estimate it supports: kernel | kernel_plus_gap (analysis/ab/verdict.py)
     supported_error: float | None = None  # (that estimate - measured) / measured
     assumes: str = ""  # what the interval assumes, in words
     between_runs_sd_ms: float | None = None  # the pooled between-run SD (runs as unit), None: not measured

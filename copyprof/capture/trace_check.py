@@ -3,7 +3,7 @@
 Why here and not only in ``report``: a capture that lost graph kernels (ROCm/ROCm#6102 and the
 torch wheels that vendor the broken roctracer) should say so where it was made, before anyone
 computes a census from it, and ``run.json`` is what a later reader opens first. The check is
-the report's (analysis/completeness.py), run on every rank trace; it never fails the capture:
+the report's (analysis/health/completeness.py), run on every rank trace; it never fails the capture:
 a trace it cannot read is recorded as ``unchecked`` with the reason.
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from copyprof.analysis.completeness import check_completeness, is_rocm_trace
-from copyprof.analysis.graph_launches import graph_launches
-from copyprof.analysis.steps import segment
+from copyprof.analysis.health.completeness import check_completeness, is_rocm_trace
+from copyprof.analysis.health.graph_launches import graph_launches
+from copyprof.analysis.steps.segment import segment
 from copyprof.errors import CopyprofError
 from copyprof.reading import read_runs
 

@@ -21,19 +21,19 @@ def inspect_cmd(paths: tuple[str, ...], fmt: str, jobs: int | None, no_cache: bo
 
     Parsed tables are cached as for `report` (a report after an inspect reads no trace again)."""
     # Imported here, not at module level: every command pays only for its own imports.
-    from copyprof.cli.reading import read_traces
+    from copyprof.cli.read_progress import read_traces
     from copyprof.readers.discover import discover
 
     traces = read_traces(discover(paths), jobs, not no_cache)
     # Imported only now, after the decode workers forked (they need none of it).
-    from copyprof.analysis.summary import summarize
+    from copyprof.analysis.inspect.summary import summarize
     from copyprof.render.inspect_render import render_terminal, to_json
 
     summaries = [summarize(trace) for trace in traces]
     if by_step or step_pattern:
         import re
 
-        from copyprof.analysis.step_forms import step_forms
+        from copyprof.analysis.inspect.step_forms import step_forms
         from copyprof.errors import CopyprofError
 
         try:

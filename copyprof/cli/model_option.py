@@ -21,7 +21,7 @@ def resolve_layout(model: str | None, runs: Sequence[str]) -> tuple[ModelLayout 
             raise CopyprofError(f"--model is empty: give a preset ({', '.join(PRESETS)}), a config.json or a "
                                 "model directory")
         return load_layout(model), ""
-    from copyprof.capture.rundir import MODEL_CONFIG, recorded_model, recorded_model_name
+    from copyprof.rundir.layout import MODEL_CONFIG, recorded_model, recorded_model_name
 
     for run in runs:
         spec = recorded_model(run)

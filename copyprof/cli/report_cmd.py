@@ -13,10 +13,10 @@ from copyprof.cli.model_option import resolve_layout
 from copyprof.errors import CopyprofError
 from copyprof.models import ModelLayout
 from copyprof.readers.discover import discover
-from copyprof.result_cache import load_result, result_key, store_result
+from copyprof.cache.results import load_result, result_key, store_result
 
 # numpy, pandas, scipy and the readers are imported only when a run must be analysed: a
-# report served from the result cache (copyprof/result_cache.py) never loads them.
+# report served from the result cache (copyprof/cache/results.py) never loads them.
 
 
 def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps: bool, jobs: int | None,
@@ -38,8 +38,8 @@ def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps
 
 def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | None, all_steps: bool,
              jobs: int | None, cache: bool, lend: RunReport | None = None) -> RunReport:
-    from copyprof.cache import wait_for_writes
-    from copyprof.cli.reading import read_traces
+    from copyprof.cache.tables import wait_for_writes
+    from copyprof.cli.read_progress import read_traces
 
     try:
         traces = read_traces(sources, jobs, cache, background_writes=True)  # tables cached while we analyse
@@ -129,7 +129,7 @@ def report_cmd(runs: tuple[str, ...], baseline: tuple[str, ...], candidate: tupl
                 r.notes.insert(0, note)
     comparison = None
     if cand_runs:
-        from copyprof.analysis.compare import Arms, compare_arms
+        from copyprof.analysis.ab.compare import Arms, compare_arms
 
         comparison = compare_arms(Arms(base_runs, cand_runs, [aa_runs] if len(aa_runs) >= 2 else []))
         comparison.is_aa = set(arms.baseline) | set(arms.candidate) <= set(arms.aa) and bool(arms.aa)

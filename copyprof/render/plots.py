@@ -21,7 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from copyprof.analysis.stats import ShiftResult, robust_noise
+from copyprof.stats.shift import ShiftResult, robust_noise
 from copyprof.analysis.wording import fmt_ms
 from copyprof.models.layout import kind_label
 

@@ -38,7 +38,7 @@ def write_plots(path: str, runs: list[RunReport], paths: tuple[str, ...], names:
     periods = {n: v for n, v in periods.items() if len(v)}
     post = set()
     if len(runs) == 2:
-        from copyprof.analysis.ab_sites import post_keys, site_key
+        from copyprof.analysis.ab.sites import post_keys, site_key
 
         post = post_keys(runs[0])
     sites = {}
@@ -75,7 +75,7 @@ def _drawn_shift(comparison: Comparison | None):  # noqa: ANN202 (a ShiftResult,
         return None
     import math
 
-    from copyprof.analysis.stats import ShiftResult
+    from copyprof.stats.shift import ShiftResult
 
     lo, hi = m.ci95_ms
     noise = {k: (v if v is not None else math.nan) for k, v in (comparison.noise_ms or {}).items()}

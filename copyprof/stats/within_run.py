@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from copyprof.analysis.stats import ShiftResult, robust_noise
+from copyprof.stats.shift import ShiftResult, robust_noise
 from copyprof.stats.between_runs import t_quantile
 
 

@@ -1,6 +1,6 @@
 """Anchor kernels, kept as data: attention cores that only one layer mechanism launches.
 
-The layer map (analysis/layer_map.py) finds each layer's kind-specific kernels by counting;
+The layer map (analysis/census/layer_map.py) finds each layer's kind-specific kernels by counting;
 these names add what counting cannot: in a model of one kind (Llama, DeepSeek) every kernel
 runs in every layer, and the attention core is known only by name. They also cross-check a
 layout: an MLA core in a layer the layout calls KDA is a disagreement. Mechanisms are the

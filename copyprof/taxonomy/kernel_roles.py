@@ -1,6 +1,6 @@
 """Kernel roles, kept as data: which kernels are matrix multiplies (a layer's projections).
 
-The layer map (analysis/layer_map.py) finds layers without any name list; placing a copy
+The layer map (analysis/census/layer_map.py) finds layers without any name list; placing a copy
 *within* its layer — before or after the attention's output projection — needs to know
 which kernels are GEMMs. Each pattern says where it was seen.
 """

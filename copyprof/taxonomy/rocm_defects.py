@@ -2,8 +2,8 @@
 
 ``copyprof run`` prints the ones that apply to the environment it probed (which profiler back
 end the torch build links, which HIP it vendors) before a capture and writes them to run.json
-(capture/torch_backend.py). The completeness and overhead checks (analysis/completeness.py,
-analysis/launch_overhead.py) then say whether the capture actually shows the defect: a version
+(capture/torch_backend.py). The completeness and overhead checks (analysis/health/completeness.py,
+analysis/health/launch_overhead.py) then say whether the capture actually shows the defect: a version
 can only say "at risk", a trace says "happened".
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 
-from copyprof.analysis.client_metrics import client_comparison
+from copyprof.analysis.ab.client_metrics import client_comparison
 
 
 def _run_dir(path, tpots):

@@ -1,6 +1,6 @@
 """Coverage of every interval the report prints, by simulation, against exact expectations.
 
-Which intervals the report prints (analysis/compare.py, replica_timing.py, client_metrics.py):
+Which intervals the report prints (analysis/ab/compare.py, replica_timing.py, client_metrics.py):
 * the replica's interleaved timing blocks: the paired Hodges-Lehmann with the Wilcoxon
   signed-rank interval;
 * the Hodges-Lehmann shift with the Moses interval, the library's unpaired interval;
@@ -36,9 +36,9 @@ import numpy as np
 import pytest
 from scipy import signal
 
-from copyprof.analysis import stats as S
-from copyprof.analysis.compare import within_process
-from copyprof.analysis.stats import shift_estimate
+from copyprof.stats import shift as S
+from copyprof.analysis.ab.compare import within_process
+from copyprof.stats.shift import shift_estimate
 
 REPS = 4000
 MU, SIGMA = 25.0, 0.3  # a decode step of ~25 ms with 0.3 ms of noise

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from copyprof.analysis.compare import Arms, run_level, within_process
+from copyprof.analysis.ab.compare import Arms, run_level, within_process
 from tests.analysis.test_coverage import ar1
 
 REPS = 2000

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from copyprof.analysis.layer_map import map_layers
+from copyprof.analysis.census.layer_map import map_layers
 from copyprof.analysis.report import analyze_rank
 from copyprof.models import PRESETS, layout_from_config
 from copyprof.reading import read_runs

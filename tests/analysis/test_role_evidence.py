@@ -1,4 +1,4 @@
-"""Structure and stack as evidence of a copy's role (analysis/role_evidence.py).
+"""Structure and stack as evidence of a copy's role (analysis/census/role_evidence.py).
 
 Expected values follow from the rule, stated in each test: the stack names the block that
 issued a copy (its innermost classified nn.Module), structure the place in the block."""
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from copyprof.analysis.role_evidence import weigh_stacks
+from copyprof.analysis.census.role_evidence import weigh_stacks
 
 MOE = ["nn.Module: MoERunner_3", "nn.Module: KimiMoE_3", "nn.Module: KimiDecoderLayer_4", "nn.Module: KimiLinearForCausalLM_0"]
 MLA = ["nn.Module: KimiMLAAttention_1", "nn.Module: KimiDecoderLayer_7", "nn.Module: KimiLinearForCausalLM_0"]

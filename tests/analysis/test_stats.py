@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from copyprof.analysis import stats as S
-from copyprof.analysis.stats import (
+from copyprof.stats import shift as S
+from copyprof.stats.shift import (
     minimum_detectable_effect,
     shift_estimate,
     steps_needed,
@@ -250,7 +250,7 @@ def test_mad_scale_without_scipy_is_scipys():
     imported lazily); it must equal scipy's median_abs_deviation(scale="normal") factor."""
     from scipy import stats as sps
 
-    from copyprof.analysis import stats as mod
+    from copyprof.stats import shift as mod
 
     assert mod._MAD_TO_SD == pytest.approx(1.0 / sps.norm.ppf(0.75), rel=1e-15)
     x = np.array([1.0, 2.0, 4.0, 8.0, 9.5])

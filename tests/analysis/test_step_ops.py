@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from copyprof.analysis import step_ops, step_projection
-from copyprof.analysis import steps as steps_module
-from copyprof.analysis.steps import Steps, step_extents
+from copyprof.analysis.steps import ops as step_ops, projection as step_projection
+from copyprof.analysis.steps import segment as steps_module
+from copyprof.analysis.steps.segment import Steps, step_extents
 from copyprof.events import KINDS
 
 

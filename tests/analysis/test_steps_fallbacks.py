@@ -18,8 +18,8 @@ import pytest
 from rich.console import Console
 
 from copyprof.analysis.report import analyze_run
-from copyprof.analysis.idle_gaps import MIN_KERNELS
-from copyprof.analysis.steps import segment
+from copyprof.analysis.steps.idle_gaps import MIN_KERNELS
+from copyprof.analysis.steps.segment import segment
 from copyprof.events import EventTableBuilder, Trace, TraceMeta
 from copyprof.reading import read_runs
 from copyprof.render.report_text import RENDERERS, ReportView, render_terminal

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from copyprof.analysis.report import analyze_run
-from copyprof.analysis.steps import segment
+from copyprof.analysis.steps.segment import segment
 from copyprof.readers.kineto import read_kineto
 
 MAIN, BACKWARD = 100, 200

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from copyprof.analysis.stats import ShiftResult, shift_estimate
-from copyprof.analysis.verdict import (
+from copyprof.stats.shift import ShiftResult, shift_estimate
+from copyprof.analysis.ab.verdict import (
     VERDICT_PREFIX,
     classify,
     estimator_check,

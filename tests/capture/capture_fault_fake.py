@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.capture.rundir import read_run_json
+from copyprof.rundir.layout import read_run_json
 from tests.capture.test_run_fake_server import write_fake_vllm
 
 REPO = Path(__file__).resolve().parents[2]

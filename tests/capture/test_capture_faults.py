@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.capture.rundir import read_run_json
+from copyprof.rundir.layout import read_run_json
 from tests.capture.capture_fault_fake import REPO, Run, assert_aftermath, own_traceback
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.capture import rundir
-from copyprof.capture.rundir import (
+from copyprof.rundir import layout as rundir
+from copyprof.rundir.layout import (
     new_run_dir,
     read_run_json,
     update_run_json,

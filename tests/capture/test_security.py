@@ -256,7 +256,7 @@ def test_paths_inside_traces_are_never_written(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", ["../../etc", "/tmp/x; touch /tmp/pwned", "$(id)"])
 def test_run_label_cannot_leave_the_out_folder(tmp_path: Path, path: str) -> None:
-    from copyprof.capture.rundir import new_run_dir
+    from copyprof.rundir.layout import new_run_dir
     from copyprof.cli.run_cmd import _label
     from copyprof.errors import CopyprofError
 

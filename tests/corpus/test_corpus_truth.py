@@ -92,8 +92,8 @@ def test_a_gpu_only_timeline_gets_the_truths_steps_or_none(name):
     holds): the idle-gap rule either finds steps whose copies are the truth's per step, or says
     it found none; never steps of another size. Where vLLM's graph launch leaves the GPU idle
     inside each step as long as between steps, it finds none (most graph captures here)."""
-    from copyprof.analysis.census import take_census
-    from copyprof.analysis.steps import segment
+    from copyprof.analysis.census.count import take_census
+    from copyprof.analysis.steps.segment import segment
     from copyprof.reading import read_runs
 
     r = run_named(name)

@@ -202,7 +202,7 @@ def _warm_up() -> None:
     """Import what the commands import lazily, so an input's time is its reading, not first imports."""
     import importlib
 
-    import copyprof.analysis.compare  # noqa: F401
+    import copyprof.analysis.ab.compare  # noqa: F401
     import copyprof.analysis.report  # noqa: F401
     import copyprof.readers.kineto  # noqa: F401
     import copyprof.readers.nsys_sqlite  # noqa: F401

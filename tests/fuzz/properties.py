@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from copyprof.analysis.report import analyze_run
-from copyprof.analysis.summary import summarize
+from copyprof.analysis.inspect.summary import summarize
 from copyprof.errors import CopyprofError
 from copyprof.events import CLOCK_COLUMNS, COLUMNS, INT_COLUMNS, Trace, compact_ints
 

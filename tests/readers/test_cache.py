@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from copyprof import cache as cache_mod
-from copyprof.cache import TableCache, cache_dir, cached_read
+from copyprof.cache import tables as cache_mod
+from copyprof.cache.tables import TableCache, cache_dir, cached_read
 from copyprof.readers.discover import discover, read_source
 from tests.conftest import run_cli
 

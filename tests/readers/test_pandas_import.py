@@ -22,8 +22,8 @@ def test_the_read_path_does_not_import_pandas_at_import() -> None:
     # decode pool, the reader, the table cache, the event table and copy taxonomy).
     code = """
         import sys
-        import copyprof.cli.reading, copyprof.cli.progress, copyprof.reading, copyprof.readers.discover, copyprof.readers.kineto.pool
-        import copyprof.readers.kineto, copyprof.readers.kineto.columns, copyprof.readers.kineto.native, copyprof.cache
+        import copyprof.cli.read_progress, copyprof.cli.progress, copyprof.reading, copyprof.readers.discover, copyprof.readers.kineto.pool
+        import copyprof.readers.kineto, copyprof.readers.kineto.columns, copyprof.readers.kineto.native, copyprof.cache.tables
         import copyprof.events, copyprof.taxonomy.copies, copyprof.cli.report_cmd, copyprof.cli.inspect_cmd
         print("pandas" in sys.modules)
     """

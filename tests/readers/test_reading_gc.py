@@ -19,7 +19,7 @@ def test_gc_is_enabled_again_and_the_read_is_frozen() -> None:
     trace = max(REPO.glob("traces/**/*.pt.trace.json.gz"), key=lambda p: p.stat().st_size)
     code = textwrap.dedent(f"""
         import gc
-        from copyprof.cli.reading import read_traces
+        from copyprof.cli.read_progress import read_traces
         from copyprof.readers.discover import discover
         before = gc.get_freeze_count()
         [trace] = read_traces(discover([{str(trace)!r}]), 2, False)
@@ -35,7 +35,7 @@ def test_gc_is_enabled_again_when_the_read_fails(tmp_path) -> None:
     bad.write_text('{"traceEvents": [{"ph": X}]}')
     code = textwrap.dedent(f"""
         import gc
-        from copyprof.cli.reading import read_traces
+        from copyprof.cli.read_progress import read_traces
         from copyprof.errors import CopyprofError
         from copyprof.readers.discover import discover
         sources = discover([{str(bad)!r}])  # found as Kineto; the read itself fails

@@ -88,7 +88,7 @@ def test_partial_file_is_reported_not_fatal(samples, tmp_path):
 
 
 def test_inspect_is_the_same_cached_parallel_or_serial_and_fills_the_report_cache(tmp_path, monkeypatch):
-    # inspect reads through the same table cache and decode pool as report (cli/reading.py):
+    # inspect reads through the same table cache and decode pool as report (cli/read_progress.py):
     # its JSON must not depend on either, and a report after it must find the table cached.
     # The replica capture's rank file is 78 MB of JSON: big enough for the decode pool.
     import os

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from matplotlib.axes import Axes
 
-from copyprof.analysis.stats import shift_estimate
+from copyprof.stats.shift import shift_estimate
 from copyprof.render.plots import build_report_figure, plot_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

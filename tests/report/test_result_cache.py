@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from copyprof import result_cache
+from copyprof.cache import results as result_cache
 from tests.conftest import REPO, run_cli
 
 PAIR = ("replica-kimi-k3-tp8-c16-cuda-graph-baseline-20261130T042336Z",

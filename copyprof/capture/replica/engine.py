@@ -42,7 +42,7 @@ from typing import Any
 
 from copyprof import __version__
 from copyprof.capture.replica.device import device_info, import_torch
-from copyprof.capture.rundir import (
+from copyprof.rundir.layout import (
     STATUS_CAPTURING,
     STATUS_COMPLETE,
     STATUS_STARTING,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from copyprof import __version__
-from copyprof.capture.rundir import (
+from copyprof.rundir.layout import (
     MODEL_CONFIG,
     STATUS_CAPTURING,
     STATUS_COMPLETE,

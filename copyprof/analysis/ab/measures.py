@@ -1,0 +1,78 @@
+"""The measurements an A/B has — replica timing, GPU span, client TPOT, step period — side by side.
+
+Why: a reviewer needs one answer, from the measurement that resolves the effect best, with
+the others as support. Each measurement is a ``ShiftResult`` (stats/shift.py) on its own
+observations (timing blocks, steps, requests); the best is the one with the smallest minimum
+detectable effect (the finest resolution this sample has), in the order below on ties. Its
+verdict heads the comparison.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from copyprof.analysis.results import Measure, known
+from copyprof.stats.shift import ShiftResult
+from copyprof.analysis.ab.verdict import classify, estimator_check, verdict
+
+ORDER = ("replica timing", "GPU span", "client TPOT", "step period")
+UNITS = {"replica timing": "blocks", "GPU span": "steps", "client TPOT": "runs", "step period": "steps"}
+
+
+def estimator_note(check: dict[str, Any] | None, with_gap: float) -> str:
+    """A sentence when the kernel + dispatch-gap estimate fits the measurement better."""
+    if not check or check["supported"] != "kernel_plus_gap":
+        return ""
+    rel = check["estimates"]["kernel_plus_gap"]["rel_error"]
+    where = "lies in the CI" if check["estimates"]["kernel_plus_gap"]["in_ci"] else "is the closer one"
+    off = f", {rel:+.1%} off the measured saving" if rel is not None else ""
+    return (f" The kernel + dispatch-gap estimate ({with_gap:.3f} ms{off}) {where}: in graph replay a "
+            "removed copy also takes its dispatch gap with it.")
+
+
+def timing_comparison(shift: ShiftResult, summary: dict[str, Any], kernel: float, with_gap: float) -> dict[str, Any]:
+    out = dict(summary)
+    mde = shift.mde_ms()
+    out["mde_ms"] = known(mde)
+    if kernel > 0:
+        out["estimator"] = estimator_check(kernel, with_gap, shift)
+        out["verdict"] = (verdict(kernel, shift, mde, shift.steps_needed(kernel), unit="blocks")
+                          + estimator_note(out["estimator"], with_gap))
+    return out
+
+
+def measure_of(name: str, shift: ShiftResult, kernel: float, with_gap: float, *, unit: str | None = None,
+               need: int | None = None) -> Measure:
+    """One measure; ``need``: observations per arm that resolve ``kernel`` where the caller
+    knows them better than the shift's own noise does (runs, from the pooled between-run SD)."""
+    mde = shift.mde_ms()
+    lo, hi = shift.saving_ci95_ms
+    if need is None:
+        need = (shift.steps_needed(kernel) or None) if kernel > 0 and math.isfinite(mde) else None
+    check = estimator_check(kernel, with_gap, shift) if kernel > 0 else None
+    unit = unit or UNITS[name]
+    return Measure(name=name, unit=unit, measured_ms=float(shift.saving_ms), ci95_ms=[known(lo), known(hi)],
+                   mde_ms=known(mde), n_baseline=shift.n_baseline, n_candidate=shift.n_candidate,
+                   key=classify(kernel, shift), resolved=bool(shift.resolved),
+                   verdict=verdict(kernel, shift, mde, need, unit=unit) + estimator_note(check, with_gap),
+                   supports=check["supported"] if check else None,
+                   supported_error=check["estimates"][check["supported"]]["rel_error"] if check else None)
+
+
+def best(measures: list[Measure], passed_over: frozenset[str] = frozenset()) -> Measure | None:
+    """The measurement with the smallest finite MDE (ties: ORDER), else the first there is.
+    ``passed_over``: measures that measure something else here (step periods set by graph-launch
+    calls, analysis/health/launch_overhead.py), taken only when nothing else was measured."""
+    if not measures:
+        return None
+    rank = {n: i for i, n in enumerate(ORDER)}
+    usable = [m for m in measures if m.name not in passed_over] or measures
+    finite = [m for m in usable if m.mde_ms is not None and math.isfinite(m.mde_ms)]
+    pool = finite or usable
+    return min(pool, key=lambda m: (m.mde_ms if m.mde_ms is not None else math.inf, rank.get(m.name, 9)))
+
+
+def launch_bound_note(labels: list[str]) -> str:
+    """Why the step period is not the verdict's measure: the named arms' launches hold up the GPU."""
+    return (f"step periods measure the profiler here: graph-launch calls hold up the GPU in {' and '.join(labels)} "
+            "(see the run's warnings), so the verdict relies on another measure")

@@ -1,0 +1,379 @@
+"""Per-step census of device-to-device copies: each copy's layer, kind and site.
+
+A post-attention-projection copy is the copy each decoder layer makes when an attention
+module writes its projection into a caller-owned buffer (`output[:] = o_proj(x)`). Which
+copies those are is read from the step's structure: the layer map (analysis/census/layer_map.py)
+splits each step into the layout's layers from the kernels themselves, and copy_sites.py
+places every copy in its layer (post-projection, placement, all-reduce staging, other).
+So a candidate that removed only some kinds' copies still shows the others, with or without
+copy sizes. The copy's size cross-checks the structure (``[N, hidden] × dtype`` for a
+post-projection copy); where structure cannot place a copy the size decides, and where
+neither can, nothing is attributed and the report says why (census_order.py).
+
+Speed: steps that launch the same op sequence (every step of a graph replay) share one
+layer map, computed once; the per-step work is vectorised over each step's copies.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from copyprof.analysis.census.attribution import StepVerdict, anchor_agreement, summarise_attribution
+from copyprof.analysis.census.by_order import order_attribution
+from copyprof.analysis.census.copy_sites import OTHER, POST, UNPLACED, NameRoles, Place, place_copies
+from copyprof.analysis.census.layer_map import LayerMap, map_layers
+from copyprof.analysis.results import Attribution
+from copyprof.analysis.census.role_evidence import Evidence, weigh_stacks
+from copyprof.analysis.sources.frames import NO_STACKS, CopySources, copy_sources
+from copyprof.analysis.steps.ops import StepOps, step_ops
+from copyprof.analysis.steps.segment import Steps
+from copyprof.events import BYTES_SOURCES
+from copyprof.models import PRESETS, ModelLayout
+from copyprof.taxonomy.copies import bytes_match, is_graph_launch
+
+COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "role", "kind",
+                "layer", "slot", "place", "next_kernel", "prev_kernel", "row"]
+SOURCE_COLUMNS = ["source", "stack", "why", "shape"]  # analysis/sources/frames.py: the code that issued each copy
+UNATTRIBUTED = "post-proj"  # site of a post-projection copy whose layer is unknown
+
+
+@dataclass
+class Census:
+    """Copies of the counted steps (one row per copy) and per-step figures.
+
+    copies.site: the layer kind for an attributed post-projection copy, ``post-proj`` for one
+    whose layer is unknown, else the role (placement | allreduce-staging | other); role, kind
+    (of the copy's layer, "" outside), layer (1-indexed, 0 outside every layer), slot."""
+
+    copies: pd.DataFrame
+    per_step: pd.DataFrame
+    kinds: tuple[str, ...] = ()
+    attribution: Attribution = field(default_factory=Attribution)
+    notes: list[str] = field(default_factory=list)
+    layers: pd.DataFrame | None = None  # with keep_layers: step, layer (1-indexed), kind, start_ns, end_ns
+    op_rows: np.ndarray | None = None  # table positions of the counted steps' GPU ops, in (step, start) order
+    op_steps: np.ndarray | None = None  # the counted steps with ops (ascending) and each one's first position
+    op_first: np.ndarray | None = None  # in op_rows
+
+
+def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, *,
+                cus: int | None = None, all_steps: bool = False, keep_layers: bool = False,
+                op_shapes: dict[str, str] | None = None) -> Census:
+    table = steps.table if all_steps else steps.decode
+    ops = step_ops(events, steps, table["step"].to_numpy(), cus, per_op=layout is not None)
+    tokens = _tokens(table, ops, layout)
+    step_ids, op_bounds, copy_bounds = ops.step_bounds()
+    n = len(ops.c_pos)
+    role = np.full(n, OTHER, dtype=object)
+    layer = np.full(n, -1, dtype=np.int64)
+    slot = np.zeros(n, dtype=np.int64)
+    place = np.full(n, "", dtype=object)
+    c_bytes, c_src = ops.c_bytes.copy(), ops.c_src.copy()
+    maps: dict[int, LayerMap] = {}
+    verdicts: list[StepVerdict] = []
+    anchors = (0, 0)
+    found = _sources(events, ops, op_shapes or {})
+    evidence = None
+    if layout is not None:
+        maps, anchors = _place_by_structure(ops, op_bounds, copy_bounds, layout, role, layer, slot, place)
+        evidence = weigh_stacks(role, place, found.modules if found is not None else None, ops.c_prev,
+                                [x is not None for x in found.source] if found is not None else None)
+    per_step = []
+    kinds = tuple(layout.kinds) if layout is not None else ()
+    # A copy's dispatch gap is GPU time its removal frees only where a graph replay runs the
+    # next node right after it; an eager copy's gap is host launch time, a copy issued before
+    # a graph launch waits for the launch.
+    replayed = graph_replayed(events, ops.c_row) if ops.c_row is not None else np.zeros(n, dtype=bool)
+    freed_gap = np.where(replayed, ops.c_gap, 0)
+    for k, step_id in enumerate(step_ids.tolist()):
+        c0, c1 = int(copy_bounds[k]), int(copy_bounds[k + 1])
+        n_tok = tokens.get(step_id)
+        if layout is not None:
+            verdicts.append(_settle_step(ops, c0, c1, layout, n_tok, role, layer, c_bytes, c_src, maps.get(k)))
+        site = _sites(role[c0:c1], layer[c0:c1], layout)
+        per_step.append(_step_figures(step_id, n_tok, site, ops.c_dur[c0:c1], freed_gap[c0:c1], kinds))
+    pos = np.zeros(n, dtype=np.int64)
+    for k in range(len(step_ids)):
+        pos[copy_bounds[k]:copy_bounds[k + 1]] = np.arange(copy_bounds[k + 1] - copy_bounds[k])
+    copies = _copies_frame(events, ops, pos, c_bytes, c_src, role, layer, slot, place, layout)
+    _add_sources(copies, found)
+    _add_evidence(copies, evidence, role)
+    ps = pd.DataFrame(per_step)
+    if not ps.empty:
+        ps = ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left")
+    census = Census(copies=copies, per_step=ps, kinds=kinds, op_rows=ops.o_row, op_steps=ops.step_ids,
+                    op_first=ops.op_first)
+    if keep_layers and layout is not None:
+        census.layers = _layer_spans(events, ops, op_bounds, maps, layout)
+    census.attribution = summarise_attribution(verdicts, layout, list(maps.values()), anchors)
+    census.notes += _evidence_notes(copies, len(step_ids))
+    if layout is None:
+        census.notes.append("attribution to layers needs a model layout (--model)")
+        census.notes += _trace_alone(copies, len(table))
+    return census
+
+
+def _signatures(ops: StepOps, op_bounds: np.ndarray) -> dict[bytes, list[int]]:
+    """Steps grouped by their op sequence (name codes): each group shares one layer map."""
+    groups: dict[bytes, list[int]] = {}
+    codes = ops.o_code
+    assert codes is not None
+    for k in range(len(op_bounds) - 1):
+        part = codes[op_bounds[k]:op_bounds[k + 1]]
+        key = hashlib.blake2b(part.tobytes(), digest_size=16).digest() + len(part).to_bytes(8, "little")
+        groups.setdefault(key, []).append(k)
+    return groups
+
+
+def _place_by_structure(ops: StepOps, op_bounds: np.ndarray, copy_bounds: np.ndarray, layout: ModelLayout,
+                        role: np.ndarray, layer: np.ndarray, slot: np.ndarray,
+                        place: np.ndarray) -> tuple[dict[int, LayerMap], tuple[int, int]]:
+    """Layer map of each distinct step sequence, every copy's role, layer and slot, and the
+    attention-anchor check of the most common sequence (layers anchored, agreeing)."""
+    assert ops.o_code is not None and ops.o_struct is not None
+    roles = NameRoles.of(ops.categories)
+    code_of = {str(name): i for i, name in enumerate(ops.categories.tolist())}
+    maps: dict[int, LayerMap] = {}
+    anchors = (0, 0)
+    for group in sorted(_signatures(ops, op_bounds).values(), key=len, reverse=True):
+        k0 = group[0]
+        o0, o1 = int(op_bounds[k0]), int(op_bounds[k0 + 1])
+        codes, struct = ops.o_code[o0:o1], ops.o_struct[o0:o1]
+        lm = map_layers(codes, struct, layout.layer_kinds, ops.categories)
+        if not maps:
+            anchors = anchor_agreement(lm, codes, ops.categories, layout)
+        kind_names = {code_of[name]: kind for name, kind in lm.kinds.agree.items() if name in code_of}
+        c0, c1 = int(copy_bounds[k0]), int(copy_bounds[k0 + 1])
+        streams = ops.o_stream[o0:o1] if ops.o_stream is not None else None
+        placed = place_copies(codes, struct, ops.c_pos[c0:c1] - o0, lm, kind_names, layout.layer_kinds, roles, streams)
+        for k in group:
+            a, b = int(copy_bounds[k]), int(copy_bounds[k + 1])
+            role[a:b], layer[a:b], slot[a:b], place[a:b] = placed.role, placed.layer, placed.slot, placed.place
+            maps[k] = lm
+    return maps, anchors
+
+
+def _settle_step(ops: StepOps, c0: int, c1: int, layout: ModelLayout, n_tok: int | None, role: np.ndarray,
+                 layer: np.ndarray, c_bytes: np.ndarray, c_src: np.ndarray, lm: LayerMap | None) -> StepVerdict:
+    """Size cross-check and fallback for one step's copies; the step's verdict."""
+    nbytes, src = c_bytes[c0:c1], c_src[c0:c1]
+    size_known = (nbytes >= 0) & (src != "layout")
+    match = bytes_match(nbytes, src, layout.post_proj_bytes(n_tok)) if n_tok else np.zeros(c1 - c0, dtype=bool)
+    structural = role[c0:c1] != UNPLACED
+    verdict = StepVerdict(structure=lm.status if lm is not None else "none", layers=lm.layers if lm else 0)
+    if n_tok:  # a post-projection copy moves [N, hidden]; other roles may too (the MoE output copy does)
+        verdict.size_disagree = int(((role[c0:c1] == POST) & size_known & ~match).sum())
+    method, r, ell = order_attribution(role[c0:c1], layer[c0:c1], match, ~size_known,
+                                       ops.c_next[c0:c1], ops.c_prev[c0:c1], layout.layers)
+    verdict.fallback = method if (role[c0:c1] == UNPLACED).any() else ""
+    role[c0:c1] = np.where(r == UNPLACED, OTHER, r)
+    layer[c0:c1] = ell
+    post = role[c0:c1] == POST
+    verdict.post = int(post.sum())
+    verdict.post_placed = int((post & (ell >= 0)).sum())
+    if n_tok:
+        implied = post & (nbytes < 0)  # attributed by place, not size: the layout says its size
+        c_bytes[c0:c1][implied] = layout.post_proj_bytes(n_tok)
+        c_src[c0:c1][implied] = "layout"
+    elif post.any():
+        verdict.no_tokens = True
+    return verdict
+
+
+def _sites(role: np.ndarray, layer: np.ndarray, layout: ModelLayout | None) -> np.ndarray:
+    site = role.astype(object).copy()
+    post = role == POST
+    if layout is not None and post.any():
+        kinds = np.asarray(layout.layer_kinds, dtype=object)
+        known = post & (layer >= 0)
+        site[known] = kinds[layer[known]]
+        site[post & (layer < 0)] = UNATTRIBUTED
+    return site
+
+
+def _copies_frame(events: pd.DataFrame, ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray, role: np.ndarray,
+                  layer: np.ndarray, slot: np.ndarray, place: np.ndarray, layout: ModelLayout | None) -> pd.DataFrame:
+    kinds = np.asarray(layout.layer_kinds if layout is not None else (), dtype=object)
+    kind = np.full(len(role), "", dtype=object)
+    if len(kinds):
+        kind[layer >= 0] = kinds[layer[layer >= 0]]
+    frame = pd.DataFrame({
+        "step": ops.c_step.astype(np.int64), "pos": pos,
+        "name": pd.Categorical.from_codes(ops.c_code, categories=ops.categories) if len(ops.categories)
+        else pd.Categorical([""] * len(pos)),
+        "bytes": nbytes, "bytes_src": pd.Categorical(src, categories=BYTES_SOURCES),
+        "start_ns": ops.c_start, "dur_ns": ops.c_dur, "gap_ns": ops.c_gap,
+        "site": _sites(role, layer, layout), "role": role.astype(object), "kind": kind,
+        "layer": layer + 1, "slot": slot, "place": place, "next_kernel": ops.c_next, "prev_kernel": ops.c_prev,
+        "row": ops.c_row if ops.c_row is not None else np.full(len(role), -1),
+    })
+    frame["graph_id"], frame["graph_node"] = _graph_nodes(events, ops.c_row, len(frame))
+    frame["in_graph"] = graph_replayed(events, ops.c_row) if ops.c_row is not None else np.zeros(len(frame), dtype=bool)
+    return frame[COPY_COLUMNS + ["graph_id", "graph_node", "in_graph"]]
+
+
+def graph_replayed(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Which GPU ops at ``rows`` a graph replay ran: their correlation id names a
+    ``cudaGraphLaunch``/``hipGraphLaunch`` (their gap is then GPU time between graph nodes)."""
+    corr = events["correlation"].to_numpy()
+    kind = events["kind"].to_numpy()
+    runtime = np.flatnonzero((kind == "runtime") & (corr >= 0))
+    out = np.zeros(len(rows), dtype=bool)
+    if not len(runtime) or not len(rows):
+        return out
+    names = events["name"].cat.categories
+    launch = np.array([is_graph_launch(str(n)) for n in names], dtype=bool)
+    codes = events["name"].cat.codes.to_numpy()
+    graph_calls = runtime[launch[codes[runtime]]] if len(names) else runtime[:0]
+    return np.isin(corr[rows], corr[graph_calls]) & (corr[rows] >= 0)
+
+
+def _graph_nodes(events: pd.DataFrame, rows: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each copy's graph id and node id where its graph id is known (> 0: CUPTI writes 0
+    outside a graph; kineto#1567's ROCm node id is an ordinal, so node 0 is a node), else -1."""
+    if rows is None or len(rows) != n:
+        return np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+    gid = events["graph_id"].to_numpy()[rows].astype(np.int64)
+    node = np.where(gid > 0, events["graph_node_id"].to_numpy()[rows].astype(np.int64), -1)
+    return np.where(gid > 0, gid, -1), node
+
+
+def _layer_spans(events: pd.DataFrame, ops: StepOps, op_bounds: np.ndarray, maps: dict[int, LayerMap],
+                 layout: ModelLayout) -> pd.DataFrame:
+    """Each counted step's layers on the GPU timeline: first op start to last op end."""
+    assert ops.o_row is not None
+    start = events["start_ns"].to_numpy()[ops.o_row]
+    end = start + events["dur_ns"].to_numpy()[ops.o_row]
+    parts = []
+    for k, lm in maps.items():
+        if lm.status != "ok":
+            continue
+        o0 = int(op_bounds[k])
+        lo = o0 + lm.starts
+        hi = o0 + np.append(lm.starts[1:], lm.end)
+        keep = hi > lo
+        parts.append(pd.DataFrame({
+            "step": int(ops.step_ids[k]), "layer": np.arange(1, lm.layers + 1)[keep],
+            "kind": np.asarray(layout.layer_kinds, dtype=object)[keep],
+            "start_ns": [int(start[a:b].min()) for a, b in zip(lo[keep].tolist(), hi[keep].tolist())],
+            "end_ns": [int(end[a:b].max()) for a, b in zip(lo[keep].tolist(), hi[keep].tolist())]}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["step", "layer", "kind", "start_ns", "end_ns"])
+
+
+def _sources(events: pd.DataFrame, ops: StepOps, op_shapes: dict[str, str]) -> CopySources | None:
+    """The issuing code of every copy, where the trace has Python stacks or shapes (else None)."""
+    if len(ops.c_pos) and ops.c_row is not None and (op_shapes or (events["kind"] == "python").any()):
+        return copy_sources(events, ops.c_row, op_shapes)
+    return None
+
+
+def _evidence_notes(copies: pd.DataFrame, n_steps: int) -> list[str]:
+    """Where the stack overruled structure, say so per role (the report must not hide it)."""
+    if "agree" not in copies or not n_steps or copies.empty:
+        return []
+    lost = copies[copies["agree"].map(lambda a: a is False).to_numpy(dtype=bool)]
+    out = []
+    for (said, now), g in lost.groupby(["structure_said", "role"]):
+        out.append(f"{len(g) / n_steps:g} copies per step placed as {said} by the kernel order were issued by "
+                   f"the {g['block'].iloc[0]} block's code (Python stack): taken as {now}")
+    return out
+
+
+def _add_evidence(copies: pd.DataFrame, evidence: Evidence | None, settled: np.ndarray) -> None:
+    """Which evidence set each copy's role (a copy structure left to its size says ``size``)."""
+    if evidence is None:
+        copies["block"], copies["evidence"], copies["structure_said"] = "", "", ""
+        copies["agree"] = pd.Series([None] * len(copies), index=copies.index, dtype=object)
+        return
+    ev = evidence.evidence.copy()
+    ev[(ev == "structure") & (copies["place"].to_numpy() == Place.NO_LAYERS.value)] = "size"
+    copies["block"], copies["evidence"], copies["structure_said"] = evidence.block, ev, evidence.structure_said
+    copies["agree"] = pd.Series(list(evidence.agree), index=copies.index, dtype=object)
+
+
+def _add_sources(copies: pd.DataFrame, found: CopySources | None) -> None:
+    """The issuing code of every copy, where the trace has Python stacks (else none, and why),
+    and the shape its CPU op recorded, where the trace has shapes (else "")."""
+    if found is not None:
+        copies["source"] = pd.Series(found.source, index=copies.index, dtype=object)
+        copies["stack"] = pd.Series([tuple(x) for x in found.stack], index=copies.index, dtype=object)
+        copies["why"] = pd.Series(found.why, index=copies.index, dtype=object)
+        copies["shape"] = pd.Series(found.shape, index=copies.index, dtype=object)
+    else:
+        copies["source"] = pd.Series([None] * len(copies), index=copies.index, dtype=object)
+        copies["stack"] = pd.Series([()] * len(copies), index=copies.index, dtype=object)
+        copies["why"] = NO_STACKS
+        copies["shape"] = ""
+
+
+def _tokens(table: pd.DataFrame, ops: StepOps, layout: ModelLayout | None) -> dict[int, int | None]:
+    out: dict[int, int | None] = {}
+    for step_id, tok in zip(table["step"], table["tokens"]):
+        out[int(step_id)] = None if pd.isna(tok) else int(tok)
+    if layout is None or all(v is not None for v in out.values()):
+        return out
+    inferred = _infer_tokens(pd.DataFrame({"bytes": ops.c_bytes, "bytes_src": ops.c_src}), layout)
+    return {k: (v if v is not None else inferred) for k, v in out.items()}
+
+
+def _infer_tokens(copies: pd.DataFrame, layout: ModelLayout) -> int | None:
+    """N whose [N, hidden] copy size is seen most often. Exact sizes (bytes == N*hidden*dtype)
+    win over rocclr grid bounds, which a smaller copy of another site can also fit."""
+    per_token = layout.hidden * layout.dtype_bytes
+    exact: dict[int, int] = {}
+    bound: dict[int, int] = {}
+    for (nbytes, src), n in copies.groupby(["bytes", copies["bytes_src"].astype(str)]).size().items():
+        if nbytes <= 0:
+            continue
+        if src != "grid-bound":
+            if nbytes % per_token == 0:
+                exact[nbytes // per_token] = exact.get(nbytes // per_token, 0) + n
+            continue
+        fits = [t for t in range(max(1, (nbytes - 8192) // per_token), nbytes // per_token + 1)
+                if bytes_match(np.array([nbytes]), np.array(["grid-bound"]), t * per_token)[0]]
+        if len(fits) == 1:
+            votes = exact if fits[0] * per_token == nbytes else bound
+            votes[fits[0]] = votes.get(fits[0], 0) + n
+    for votes in (exact, bound):
+        if votes:
+            return max(votes, key=lambda t: (votes[t], t))
+    return None
+
+
+def _step_figures(step_id: int, n_tok: int | None, site: np.ndarray, dur: np.ndarray, gap: np.ndarray,
+                  kinds: tuple[str, ...]) -> dict[str, object]:
+    def ms(mask: np.ndarray) -> float:
+        return float(dur[mask].sum()) / 1e6
+
+    is_post = np.isin(site, list(kinds)) if kinds else np.zeros(len(site), dtype=bool)
+    out: dict[str, object] = {"step": step_id, "tokens": n_tok, "copies": len(site), "other": int((~is_post).sum()),
+                              "post_total": int(is_post.sum()), "unattributed": int((site == UNATTRIBUTED).sum()),
+                              "post_total_ms": ms(is_post), "other_ms": ms(~is_post)}
+    for kind in kinds:
+        mine = site == kind
+        out[f"post_{kind}"] = int(mine.sum())
+        out[f"post_{kind}_ms"] = ms(mine)
+        out[f"post_{kind}_gap_ms"] = float(gap[mine].sum()) / 1e6
+    return out
+
+
+def _trace_alone(copies: pd.DataFrame, n_steps: int) -> list[str]:
+    """What the trace says without a layout: copy sizes that repeat many times per step (one
+    per layer, probably), and a preset whose [N, hidden] copy and layer count they fit."""
+    if copies.empty or not n_steps:
+        return []
+    per_size = (copies.groupby("bytes").size() / n_steps).sort_values(ascending=False)
+    groups = [(int(b), float(p)) for b, p in per_size.items() if b > 0 and p >= 4 and float(p).is_integer()]
+    out = []
+    if groups:
+        listed = ", ".join(f"{p:.0f} of {b:,} B" for b, p in groups[:3])
+        out.append(f"copies that repeat per step: {listed} — pass --model to name their layers")
+    for preset in PRESETS.values():
+        for nbytes, per in groups:
+            if round(per) == preset.layers and nbytes % (preset.hidden * preset.dtype_bytes) == 0:
+                out.append(f"{per:.0f} copies of {nbytes:,} B per step fit {preset.name}: try --model {preset.name}")
+                return out
+    return out
