@@ -10,11 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from copyprof.analysis.results import Setup
+from copyprof.errors import CopyprofError
+from copyprof.rundir.record import Model, RunRecord, Server, Torch, Vllm, given, record_from_json
 
 
-def _run_json(metadata: dict[str, Any]) -> dict[str, Any]:
-    run = metadata.get("run")
-    return run if isinstance(run, dict) else {}
+def _run_record(metadata: dict[str, Any]) -> RunRecord:
+    """The run record ``analyze_run`` keeps in ``metadata["run"]`` (as JSON, so a cached report
+    holds it too); an empty record for traces without a run.json."""
+    if "run" not in metadata:
+        return RunRecord()
+    try:
+        return record_from_json(metadata["run"])
+    except CopyprofError:
+        return RunRecord()
 
 
 def _first(*values: Any) -> Any:
@@ -43,48 +51,50 @@ def _cuda_version(code: Any) -> str | None:
 def run_setup(metadata: dict[str, Any], *, device: str, tokens: int | None, graph_launches: int,
               layout_name: str | None, dtype_bytes: int | None) -> Setup:
     """The run's setup from its trace metadata and run.json (``metadata`` as analyze_run keeps it)."""
-    rj = _run_json(metadata)
-    vllm = rj.get("vllm") if isinstance(rj.get("vllm"), dict) else {}
-    torch = rj.get("torch") if isinstance(rj.get("torch"), dict) else {}
-    dist = metadata.get("distributedInfo") if isinstance(metadata.get("distributedInfo"), dict) else {}
-    server = rj.get("server") if isinstance(rj.get("server"), dict) else {}
-    eager = "--enforce-eager" in (server.get("argv") or [])
-    graph_mode = _first(rj.get("graph_mode"), "eager" if eager else None, "graph" if graph_launches else "eager")
+    rec = _run_record(metadata)
+    vllm = given(rec.vllm) or Vllm()
+    torch = given(rec.torch) or Torch()  # the replica's flat torch_version/cuda_version land here too
+    model = given(rec.model) or Model()
+    server = given(rec.server) or Server()
+    command = given(rec.command)
+    dist: dict[str, Any] = metadata["distributedInfo"] if isinstance(metadata.get("distributedInfo"), dict) else {}
+    eager = "--enforce-eager" in server.argv
+    graph_mode = _first(given(rec.graph_mode), "eager" if eager else None, "graph" if graph_launches else "eager")
     graph_mode = "graph" if "graph" in str(graph_mode) else str(graph_mode)
-    engine = _first(rj.get("engine"), "vllm" if _first(metadata.get("vllm_version"), vllm.get("version")) else None)
+    engine = _first(given(rec.engine), "vllm" if _first(metadata.get("vllm_version"), vllm.version) else None)
     return Setup(
         engine=engine,
-        model=_first(layout_name, (rj.get("model") or {}).get("name") if isinstance(rj.get("model"), dict) else None),
+        model=_first(layout_name, given(model.name)),
         # A serving engine's world is its tensor-parallel group (one process per TP rank here);
         # a training job's (DDP, FSDP) is not TP at all: it stays a world size.
-        tp=_first(rj.get("tp"), dist.get("world_size") if engine in ("vllm", "sglang") else None),
-        world_size=_first(dist.get("world_size"), rj.get("tp")),
-        concurrency=rj.get("concurrency"),
+        tp=_first(given(rec.tp), dist.get("world_size") if engine in ("vllm", "sglang") else None),
+        world_size=_first(dist.get("world_size"), given(rec.tp)),
+        concurrency=given(rec.concurrency),
         tokens_per_step=tokens,
         graph_mode=graph_mode,
         device=device,
         dtype_bytes=dtype_bytes,
-        vllm_version=_first(vllm.get("version"), metadata.get("vllm_version")),
-        vllm_commit=vllm.get("commit"),
-        torch_version=_first(rj.get("torch_version"), torch.get("version")),
-        cuda_runtime=_first(_cuda_version(metadata.get("cuda_runtime_version")), rj.get("cuda_version"), torch.get("cuda")),
-        hip_runtime=_first(_hip_version(metadata.get("hip_runtime_version")), torch.get("hip")),
-        aiter_version=rj.get("aiter_version"),
+        vllm_version=_first(vllm.version, metadata.get("vllm_version")),
+        vllm_commit=vllm.commit,
+        torch_version=_first(torch.version),
+        cuda_runtime=_first(_cuda_version(metadata.get("cuda_runtime_version")), torch.cuda),
+        hip_runtime=_first(_hip_version(metadata.get("hip_runtime_version")), torch.hip),
+        aiter_version=given(rec.aiter_version),
         profiler=_first(metadata.get("rocprofiler-sdk_version") and f"rocprofiler-sdk {metadata['rocprofiler-sdk_version']}",
                         metadata.get("roctracer_version") and f"roctracer {metadata['roctracer_version']}",
                         metadata.get("cupti_version") and f"CUPTI {metadata['cupti_version']}"),
-        captured=_first(rj.get("started"), rj.get("finished")),
-        command=" ".join(map(str, rj["command"])) if isinstance(rj.get("command"), list) else None,
-        arm=_first(rj.get("arm"), rj.get("label")),
-        copyprof_version=rj.get("copyprof_version"),
-        **_engine(metadata),
+        captured=_first(given(rec.started), given(rec.finished)),
+        command=" ".join(command) if command is not None else None,
+        arm=_first(given(rec.arm), given(rec.label)),
+        copyprof_version=given(rec.copyprof_version),
+        **_engine(metadata, rec),
     )
 
 
-def _engine(metadata: dict[str, Any]) -> dict[str, Any]:
+def _engine(metadata: dict[str, Any], rec: RunRecord) -> dict[str, Any]:
     """What vLLM chose (model runner, compilation, CUDA graphs): run.json's ``vllm_engine``, read
-    from the server log by `copyprof run`, else the log itself (run directories made before)."""
-    facts = _run_json(metadata).get("vllm_engine") or metadata.get("vllm_engine")
+    from the server log by `copyprof run`, else the log itself (a run.json that does not hold them)."""
+    facts = given(rec.vllm_engine) or metadata.get("vllm_engine")
     if not isinstance(facts, dict):
         return {}
     backends = facts.get("attention_backends")

@@ -6,13 +6,13 @@ Only run.json is read here (a few hundred bytes per run); the traces are read on
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 
 import click
 
 from copyprof.errors import CopyprofError
+from copyprof.rundir.record import RUN_JSON, AbTag, given, load_run_record
 
 ARM_OPTIONS = ("--baseline", "--candidate", "--aa")
 
@@ -49,34 +49,34 @@ class ArmPaths:
         return not self.candidate and len(self.aa) >= 2
 
 
-def _ab(path: str) -> dict | None:
+def _ab(path: str) -> AbTag | None:
+    """The run's A/B tag, when its run.json has one naming a group and an arm."""
     try:
-        with open(os.path.join(path, "run.json"), encoding="utf-8") as fh:
-            ab = json.load(fh).get("ab")
-        return ab if isinstance(ab, dict) and ab.get("group") and ab.get("arm") else None
-    except (OSError, ValueError, AttributeError):
+        ab = given(load_run_record(path).ab)
+    except CopyprofError:  # no run.json, or one that does not read: not a run of an A/B
         return None
+    return ab if ab is not None and ab.group and ab.arm else None
 
 
 def grouped_runs(parent: str) -> ArmPaths | None:
     """The arms of a folder of `copyprof run --repeat/--python-b` run directories (None when the
     folder is not one: it holds a trace itself, or no run directory with an ``ab`` record)."""
-    if not os.path.isdir(parent) or os.path.isfile(os.path.join(parent, "run.json")):
+    if not os.path.isdir(parent) or os.path.isfile(os.path.join(parent, RUN_JSON)):
         return None
     runs = sorted(os.path.join(parent, d) for d in os.listdir(parent) if os.path.isdir(os.path.join(parent, d)))
     tagged = [(p, ab) for p in runs if (ab := _ab(p)) is not None]
     if not tagged:
         return None
-    groups = {ab["group"] for _, ab in tagged}
+    groups = {ab.group for _, ab in tagged}
     if len(groups) > 1:
         raise CopyprofError(f"holds the runs of {len(groups)} A/B groups ({', '.join(sorted(groups))}): give the "
                             "arms with --baseline R1 R2 --candidate C1 C2", path=parent)
-    order = list((tagged[0][1].get("arms") or {}).keys()) or sorted({ab["arm"] for _, ab in tagged})
-    by_arm = {arm: [p for p, ab in sorted(tagged, key=lambda t: t[1].get("position", 0)) if ab["arm"] == arm]
+    order = list(tagged[0][1].arms) or sorted({ab.arm for _, ab in tagged})
+    by_arm = {arm: [p for p, ab in sorted(tagged, key=lambda t: t[1].position) if ab.arm == arm]
               for arm in order}
     by_arm = {a: ps for a, ps in by_arm.items() if ps}
     labels = list(by_arm)
-    note = f"runs grouped by run.json's ab field (group {tagged[0][1]['group']}): " + \
+    note = f"runs grouped by run.json's ab field (group {tagged[0][1].group}): " + \
         ", ".join(f"{a}: {len(ps)}" for a, ps in by_arm.items())
     if len(labels) == 1:
         return ArmPaths(baseline=[], aa=by_arm[labels[0]], labels=(labels[0], labels[0]), note=note)

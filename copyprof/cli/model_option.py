@@ -13,7 +13,7 @@ def resolve_layout(model: str | None, runs: Sequence[str]) -> tuple[ModelLayout 
     """The layout to use and a note saying where it came from ("" when --model gave it).
 
     Without --model, the first run whose run.json names a model copyprof can lay out decides
-    (a run made by ``copyprof run`` always records it); none: no layout, as before."""
+    (a run made by ``copyprof run`` always records it); when none does, there is no layout."""
     if model is not None:
         if not model.strip():
             from copyprof.models import PRESETS

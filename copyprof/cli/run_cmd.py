@@ -11,12 +11,20 @@ import os
 import re
 import sys
 import uuid
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.status import Status
 
 from copyprof.errors import CopyprofError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    from copyprof.capture.vllm.command import RunSpec
+    from copyprof.capture.vllm.plan import Arm, ResolvedModel
 
 _EPILOG = """\b
 Examples:
@@ -129,76 +137,161 @@ def _python(path: str | None) -> str:
 @click.option("--timing-blocks", type=int, default=40, help="[replica] interleaved A/B timing blocks (0: none).")
 @click.option("--timing-replays", type=int, default=50, help="[replica] steps per timing block.")
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
-def run_cmd(model: str | None, engine: str, tp: int | None, concurrency: int, prefix_len: int, suffix_len: int, steps: int,
-            profiler: str, label: str | None, out: str, dummy: bool, python_a: str | None, python_b: str | None,
-            label_b: str | None, repeat: int, interleave: bool, decode_tokens: int | None, with_stack: bool,
-            enforce_eager: bool,
-            rocprof_formats: tuple[str, ...], boot_timeout: float, timeout: float, seed: int, device: str, arm: str,
-            eager: bool, timing_blocks: int, timing_replays: int, remove: str, record_shapes: bool,
-            sizes: str | None, vllm_args: tuple[str, ...]) -> None:
+def run_cmd(vllm_args: tuple[str, ...], **options: Any) -> None:
     """Capture a fixed-cohort, pure-decode profile window into a new run directory.
 
     Starts vLLM's OpenAI server (own process group, loopback port), warms the prefix cache,
     sends N streaming token-ID requests at once, and profiles STEPS decode steps once every
     request has its first token. Writes traces, server.log, client_metrics.json and run.json.
     """
-    if engine == "copies":
-        _run_copies(device, steps, sizes, out, label, vllm_args)
+    common = _options(CommonOptions, options)
+    if common.engine == "copies":
+        _run_copies(common, _options(CopiesOptions, options), vllm_args)
         return
-    if not model:
+    if not common.model:
         raise click.UsageError("Missing option '--model'.")
+    tp = options["tp"]
     if tp is None:
         from copyprof.models.presets import default_tp
 
-        tp, why = default_tp(model)
+        tp, why = default_tp(common.model)
         click.echo(f"copyprof: note: --tp {tp} ({why}); pass --tp to choose", err=True)
-    if engine == "replica":
-        _run_replica(model, tp, concurrency, device, arm, steps, eager, timing_blocks, timing_replays, out, label,
-                     vllm_args, remove=tuple(k.strip() for k in remove.split(",") if k.strip()),
-                     record_shapes=record_shapes, with_stack=with_stack)
+    if common.engine == "replica":
+        _run_replica(common, tp, _options(ReplicaOptions, options), vllm_args)
         return
+    _run_vllm(common, tp, _options(VllmOptions, options), _options(AbOptions, options), vllm_args)
+
+
+@dataclass(frozen=True)
+class CommonOptions:
+    """The options every engine takes."""
+
+    engine: str
+    model: str | None
+    concurrency: int
+    steps: int
+    label: str | None
+    out: str
+    with_stack: bool
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    """``--engine vllm``: the workload, the profiler and the server's limits."""
+
+    prefix_len: int
+    suffix_len: int
+    decode_tokens: int | None
+    profiler: str
+    dummy: bool
+    enforce_eager: bool
+    rocprof_formats: tuple[str, ...]
+    boot_timeout: float
+    timeout: float
+    seed: int
+
+
+@dataclass(frozen=True)
+class AbOptions:
+    """``--engine vllm``: the two arms' environments and labels, and how often to run each."""
+
+    python_a: str | None
+    python_b: str | None
+    label_b: str | None
+    repeat: int
+    interleave: bool
+
+
+@dataclass(frozen=True)
+class ReplicaOptions:
+    """``--engine replica``."""
+
+    device: str
+    arm: str
+    eager: bool
+    timing_blocks: int
+    timing_replays: int
+    remove: str
+    record_shapes: bool
+
+
+@dataclass(frozen=True)
+class CopiesOptions:
+    """``--engine copies`` (``--steps``: replays of each variant)."""
+
+    device: str
+    sizes: str | None
+
+
+Group = TypeVar("Group", bound="DataclassInstance")
+
+
+def _options(kind: type[Group], options: dict[str, Any]) -> Group:
+    """The click options that ``kind`` groups (by field name)."""
+    return kind(**{f.name: options[f.name] for f in fields(kind)})
+
+
+def _run_vllm(common: CommonOptions, tp: int, opts: VllmOptions, ab: AbOptions, vllm_args: tuple[str, ...]) -> None:
+    """``--engine vllm``: one capture, or the runs of an A/B in their planned order."""
     from copyprof.capture.vllm.command import RunSpec
-    from copyprof.capture.vllm.plan import Arm, resolve_model, schedule
-    from copyprof.capture.vllm.run import CaptureOptions, capture_vllm
+    from copyprof.capture.vllm.plan import resolve_model, schedule
     from copyprof.capture.vllm.server import adopt_orphans
 
+    assert common.model is not None
     adopt_orphans()  # server processes orphaned by a dying API server are reaped by us, not left as zombies
 
-    resolved = resolve_model(model)
-    if dummy and resolved.kind != "directory":
+    resolved = resolve_model(common.model)
+    if opts.dummy and resolved.kind != "directory":
         click.echo(f"copyprof: note: --dummy with {resolved.arg!r}: vLLM must find its config.json in the local "
                    "Hugging Face cache (copyprof fetches nothing)", err=True)
-    spec = RunSpec(model=resolved.arg, tp=tp, concurrency=concurrency, prefix_len=prefix_len, suffix_len=suffix_len,
-                   steps=steps, decode_tokens=decode_tokens, profiler=profiler, dummy=dummy,
-                   with_stack=with_stack or enforce_eager, record_shapes=enforce_eager, enforce_eager=enforce_eager,
-                   rocprof_formats=tuple(dict.fromkeys(rocprof_formats)), extra_args=tuple(vllm_args),
+    spec = RunSpec(model=resolved.arg, tp=tp, concurrency=common.concurrency, prefix_len=opts.prefix_len,
+                   suffix_len=opts.suffix_len, steps=common.steps, decode_tokens=opts.decode_tokens,
+                   profiler=opts.profiler, dummy=opts.dummy, with_stack=common.with_stack or opts.enforce_eager,
+                   record_shapes=opts.enforce_eager, enforce_eager=opts.enforce_eager,
+                   rocprof_formats=tuple(dict.fromkeys(opts.rocprof_formats)), extra_args=tuple(vllm_args),
                    model_max_positions=resolved.max_positions)
     spec.validate()
-    if (label_b or interleave) and not python_b:
+    arms = _arms(common, ab, _label(f"{resolved.name}-tp{tp}-c{common.concurrency}-{opts.profiler}"))
+    _capture_plan(common, opts, spec, resolved, arms, schedule(arms, ab.repeat, ab.interleave), ab)
+
+
+def _arms(common: CommonOptions, ab: AbOptions, default: str) -> list[Arm]:
+    """Arm A, and arm B when ``--python-b`` asks for an A/B."""
+    from copyprof.capture.vllm.plan import Arm
+
+    if (ab.label_b or ab.interleave) and not ab.python_b:
         raise CopyprofError("--label-b and --interleave need --python-b (the second arm's vLLM environment)")
-    default = _label(f"{resolved.name}-tp{tp}-c{concurrency}-{profiler}")
-    arms = [Arm(_label(label or ("baseline" if python_b else default)), _python(python_a))]
-    if python_b:
-        arms.append(Arm(_label(label_b or "candidate"), _python(python_b)))
+    arms = [Arm(_label(common.label or ("baseline" if ab.python_b else default)), _python(ab.python_a))]
+    if ab.python_b:
+        arms.append(Arm(_label(ab.label_b or "candidate"), _python(ab.python_b)))
         if arms[0].label == arms[1].label:
             raise CopyprofError(f"both arms are labelled {arms[0].label!r}: give --label and --label-b different names")
-    plan = schedule(arms, repeat, interleave)
+    return arms
+
+
+def _capture_plan(common: CommonOptions, opts: VllmOptions, spec: RunSpec, resolved: ResolvedModel, arms: list[Arm],
+                  plan: list[tuple[Arm, int]], ab: AbOptions) -> None:
+    """Run every capture of the plan; print each finished run directory (and, when an A/B stops
+    part-way, which runs completed)."""
+    from copyprof.capture.vllm.run import CaptureOptions, capture_vllm
+    from copyprof.rundir.record import AbTag, Model
+
     group = uuid.uuid4().hex[:12]
     progress = _Progress()
     done: list[str] = []
     try:
         for position, (a, i) in enumerate(plan):
-            ab = None
+            tag = None
             if len(plan) > 1:
-                ab = {"group": group, "arm": a.label, "repeat": i, "position": position, "runs": len(plan),
-                      "arms": {x.label: x.python for x in arms}, "order": [x.label for x, _ in plan],
-                      "interleaved": interleave}
-                progress.info(f"run {position + 1}/{len(plan)}: {a.label} (repeat {i + 1}/{repeat})")
-            opts = CaptureOptions(python=a.python, out=out, label=a.label, boot_timeout_s=boot_timeout,
-                                  timeout_s=timeout, seed=seed, vocab_size=resolved.vocab_size,
-                                  model_summary={"name": resolved.name, "kind": resolved.kind, **resolved.summary},
-                                  command=list(sys.argv), ab=ab)
-            run_dir = capture_vllm(spec, opts, progress)
+                tag = AbTag(group=group, arm=a.label, repeat=i, position=position, runs=len(plan),
+                            arms={x.label: x.python for x in arms}, order=[x.label for x, _ in plan],
+                            interleaved=ab.interleave)
+                progress.info(f"run {position + 1}/{len(plan)}: {a.label} (repeat {i + 1}/{ab.repeat})")
+            capture = CaptureOptions(python=a.python, out=common.out, label=a.label, boot_timeout_s=opts.boot_timeout,
+                                     timeout_s=opts.timeout, seed=opts.seed, vocab_size=resolved.vocab_size,
+                                     model=Model(**{"name": resolved.name, "kind": resolved.kind, **resolved.summary}),
+                                     command=list(sys.argv), ab=tag)
+            run_dir = capture_vllm(spec, capture, progress)
             done.append(str(run_dir))
             progress.info(f"complete: {run_dir}")
     finally:
@@ -210,35 +303,35 @@ def run_cmd(model: str | None, engine: str, tp: int | None, concurrency: int, pr
         click.echo(d)
 
 
-def _run_replica(model: str, tp: int, concurrency: int, device: str, arm: str, steps: int, eager: bool,
-                 timing_blocks: int, timing_replays: int, out: str, label: str | None,
-                 vllm_args: tuple[str, ...], *, remove: tuple[str, ...], record_shapes: bool, with_stack: bool) -> None:
+def _run_replica(common: CommonOptions, tp: int, opts: ReplicaOptions, vllm_args: tuple[str, ...]) -> None:
     """``--engine replica``: copyprof's own decode-step replica (no vLLM), see copyprof.capture.replica."""
     if vllm_args:
         raise CopyprofError("extra vLLM arguments after '--' make no sense with --engine replica")
     from copyprof.capture.replica import run_replica
 
-    arms = ("baseline", "candidate") if arm == "both" else (arm,)
-    dirs = run_replica(model, tp=tp, concurrency=concurrency, device=device, arms=arms, remove=remove, steps=steps,
-                       graph=not eager, timing_blocks=timing_blocks, timing_replays=timing_replays, out=out,
-                       record_shapes=record_shapes, with_stack=with_stack,
-                       label=_label(label) if label else None, command=list(sys.argv),
+    assert common.model is not None
+    arms = ("baseline", "candidate") if opts.arm == "both" else (opts.arm,)
+    dirs = run_replica(common.model, tp=tp, concurrency=common.concurrency, device=opts.device, arms=arms,
+                       remove=tuple(k.strip() for k in opts.remove.split(",") if k.strip()), steps=common.steps,
+                       graph=not opts.eager, timing_blocks=opts.timing_blocks, timing_replays=opts.timing_replays,
+                       out=common.out, record_shapes=opts.record_shapes, with_stack=common.with_stack,
+                       label=_label(common.label) if common.label else None, command=list(sys.argv),
                        log=lambda msg: click.echo(f"copyprof: {msg}", err=True))
     for d in dirs:
         click.echo(str(d))
 
 
-def _run_copies(device: str, steps: int, sizes: str | None, out: str, label: str | None,
-                vllm_args: tuple[str, ...]) -> None:
+def _run_copies(common: CommonOptions, opts: CopiesOptions, vllm_args: tuple[str, ...]) -> None:
     """``--engine copies``: the copy micro-capture (copyprof.capture.replica.copies)."""
     if vllm_args:
         raise CopyprofError("extra vLLM arguments after '--' make no sense with --engine copies")
     from copyprof.capture.replica.copies import DEFAULT_SIZES, run_copies
 
     try:
-        wanted = [int(x) for x in sizes.split(",") if x.strip()] if sizes else list(DEFAULT_SIZES)
+        wanted = [int(x) for x in opts.sizes.split(",") if x.strip()] if opts.sizes else list(DEFAULT_SIZES)
     except ValueError as exc:
         raise CopyprofError(f"--sizes must be comma-separated byte counts: {exc}") from exc
-    for d in run_copies(device=device, sizes=wanted, replays=steps, out=out, label=_label(label) if label else "copies",
+    for d in run_copies(device=opts.device, sizes=wanted, replays=common.steps, out=common.out,
+                        label=_label(common.label) if common.label else "copies",
                         command=list(sys.argv), log=lambda msg: click.echo(f"copyprof: {msg}", err=True)):
         click.echo(str(d))

@@ -7,7 +7,6 @@ grouped per process. vLLM's API-process trace (``*.async_llm.*``) is read with
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 from copyprof.errors import CopyprofError
 from copyprof.readers.files import head_bytes
 from copyprof.readers.registry import reader_for, sniff
+from copyprof.rundir.record import given, load_run_record
 
 MAX_DEPTH = 4
 _SKIP_NAMES = re.compile(r"(^run\.json$|^timing\.json$|metrics.*\.json$|\.profiler_out\.txt$|\.log$|\.md$|\.py$|\.tmp$"
@@ -63,11 +63,10 @@ def discover(paths: Iterable[str]) -> list[Source]:
 def _no_trace(directory: str) -> str:
     """Why a directory has nothing to read; for a copyprof run that stopped early, its run.json status."""
     try:
-        with open(os.path.join(directory, "run.json"), encoding="utf-8") as fh:
-            status = json.load(fh).get("status")
-    except (OSError, ValueError, AttributeError):
+        status = given(load_run_record(directory).status)
+    except CopyprofError:  # no run.json, or one that does not read: say what was looked for instead
         status = None
-    if isinstance(status, str) and status != "complete":
+    if status is not None and status != "complete":
         return f"no trace in this run directory: the capture did not complete (run.json: {' '.join(status.split())[:300]})"
     looked = len(_walk(directory))
     return (f"no trace found in {directory} (looked at {looked} file(s) for Kineto JSON, rocprofv3 CSV/JSON/rocpd, "

@@ -11,7 +11,12 @@ run from one that crashed half-way. Hence:
 * :func:`write_run_json` writes ``run.json`` through a temporary file and ``os.replace``,
   so a reader sees either the old or the new content, never half a file.
 * ``status`` moves ``starting`` -> ``capturing`` -> ``complete`` or ``failed: <why>``;
-  :func:`update_run_json` changes fields in place (read, merge, atomic write).
+  :func:`update_run_json` changes fields in place (load the record, replace fields, atomic
+  write); :func:`mark_complete` and :func:`mark_failed` are the two ends.
+
+What run.json holds is the typed :class:`~copyprof.rundir.record.RunRecord`; every writer goes
+through :func:`write_run_json` and every reader through
+:func:`~copyprof.rundir.record.load_run_record`.
 """
 from __future__ import annotations
 
@@ -23,9 +28,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
+import msgspec
 
-RUN_JSON = "run.json"
+from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
+from copyprof.rundir.record import RUN_JSON, RunRecord, given, load_run_record, record_json
+
 STATUS_STARTING = "starting"
 STATUS_CAPTURING = "capturing"
 STATUS_COMPLETE = "complete"
@@ -65,13 +72,14 @@ def new_run_dir(out: str | os.PathLike[str], label: str) -> Path:
     raise CopyprofError(f"could not find a free run directory name for {base!r} after {_MAX_SUFFIX} tries", path=str(root))
 
 
-def write_run_json(run_dir: Path, data: dict[str, Any]) -> None:
+def write_run_json(run_dir: Path, record: RunRecord) -> None:
     """Write ``run_dir/run.json`` atomically (temporary file in the same folder + ``os.replace``).
 
     A full disk (or a file-size limit) leaves the previous run.json in place and raises a
     one-line capture error naming the file, not an OSError traceback.
     """
     run_dir = Path(run_dir)
+    data = record_json(record)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".run.json.", suffix=".tmp", dir=run_dir)
     except OSError as exc:
@@ -100,31 +108,26 @@ def write_error(path: Path, exc: OSError) -> CopyprofError:
                          path=str(path.parent), exit_code=EXIT_CAPTURE_FAILED)
 
 
-def read_run_json(run_dir: Path) -> dict[str, Any]:
-    """The current ``run.json`` content ({} if the file is not there yet)."""
-    path = Path(run_dir) / RUN_JSON
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        return {}
-    except ValueError as exc:
-        raise CopyprofError(f"run.json is not valid JSON: {exc}", path=str(path)) from exc
-    if not isinstance(data, dict):
-        raise CopyprofError("run.json does not hold a JSON object", path=str(path))
-    return data
+def update_run_json(run_dir: Path, **changes: Any) -> RunRecord:
+    """Set fields of ``run.json`` (read, ``msgspec.structs.replace``, atomic rewrite); return the new record.
 
-
-def update_run_json(run_dir: Path, **fields: Any) -> dict[str, Any]:
-    """Merge ``fields`` into ``run.json`` (atomic rewrite) and return the new content.
-
+    A name that is no field of :class:`RunRecord` is a TypeError (a writer's mistake, found at once).
     Single writer per run directory is assumed (the capturing process); the atomic replace
     protects readers, not concurrent writers.
     """
-    data = read_run_json(run_dir)
-    data.update(fields)
-    write_run_json(run_dir, data)
-    return data
+    record = msgspec.structs.replace(load_run_record(run_dir), **changes)
+    write_run_json(run_dir, record)
+    return record
+
+
+def mark_complete(run_dir: Path, **changes: Any) -> RunRecord:
+    """``status: complete``, the finishing time, and ``changes``."""
+    return update_run_json(run_dir, status=STATUS_COMPLETE, finished=utc_now_iso(), **changes)
+
+
+def mark_failed(run_dir: Path, why: str, **changes: Any) -> RunRecord:
+    """``status: failed: <why>``, the finishing time, and ``changes``."""
+    return update_run_json(run_dir, status=failed_status(why), finished=utc_now_iso(), **changes)
 
 
 def failed_status(why: str) -> str:
@@ -139,37 +142,34 @@ MODEL_CONFIG = "model_config.json"  # a copy of the served model's config.json, 
 def recorded_model_name(run: str) -> str | None:
     """The model's name as run.json records it (its directory's name when copyprof ran it)."""
     try:
-        model = json.loads((Path(run) / "run.json").read_text(encoding="utf-8")).get("model")
-    except (OSError, ValueError, AttributeError):
+        model = given(load_run_record(run).model)
+    except CopyprofError:
         return None
-    return model.get("name") if isinstance(model, dict) and isinstance(model.get("name"), str) else None
+    return given(model.name) if model is not None else None
 
 
 def recorded_model(run: str) -> str | None:
     """The model a run directory's run.json names, as ``--model`` would take it: a preset name,
     a config.json / model directory that still exists, or a hub id matching a preset; None
     when the run records none (or is not a run directory)."""
-    path = Path(run) / "run.json"
-    if not path.is_file():
+    if not (Path(run) / RUN_JSON).is_file():
         return None
     if (Path(run) / MODEL_CONFIG).is_file():
         return str(Path(run) / MODEL_CONFIG)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = load_run_record(run)
+    except CopyprofError:
         return None
-    model = data.get("model") if isinstance(data, dict) else None
-    if not isinstance(model, dict):
+    model = given(record.model)
+    if model is None:
         return None
-    source = model.get("source")
-    if isinstance(source, str) and source not in ("preset", "config") and os.path.exists(source):
+    source = given(model.source)
+    if source is not None and source not in ("preset", "config") and os.path.exists(source):
         return source  # a replica run of a config.json
-    argv = (data.get("server") or {}).get("argv") if isinstance(data.get("server"), dict) else None
-    if model.get("kind") == "directory" and isinstance(argv, list) and "--model" in argv:
+    server = given(record.server)
+    argv = server.argv if server is not None else []
+    if given(model.kind) == "directory" and "--model" in argv:
         where = argv[argv.index("--model") + 1] if argv.index("--model") + 1 < len(argv) else None
-        if isinstance(where, str) and os.path.isdir(where):
+        if where is not None and os.path.isdir(where):
             return where
-    for key in ("name", "hf_id"):
-        if isinstance(model.get(key), str):
-            return model[key]
-    return None
+    return next((v for v in (given(model.name), given(model.hf_id)) if v is not None), None)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.rundir.layout import read_run_json
+from copyprof.rundir.record import load_run_record
+from tests.capture.on_disk import read_run_json
 from tests.capture.test_run_fake_server import write_fake_vllm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -219,6 +220,7 @@ def assert_aftermath(run_dir: Path, status: str, stage: str | None = None) -> di
     """The promises every faulted run keeps (``status``: what run.json's failure says); returns run.json."""
     data = read_run_json(run_dir)
     assert data["status"].startswith("failed: ") and status in data["status"], data["status"]
+    assert load_run_record(run_dir).status == data["status"]  # a failed run's record reads as the typed record
     if stage is not None:
         assert data["failed_stage"].startswith(stage), data["failed_stage"]
     pgid = data.get("server_pgid")
@@ -232,7 +234,13 @@ def assert_aftermath(run_dir: Path, status: str, stage: str | None = None) -> di
         assert (run_dir / t["file"]).stat().st_size == t["bytes"]
     proc = subprocess.run([sys.executable, "-m", "copyprof", "report", str(run_dir), "--format", "json"],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
-    if usable["report"] == "yes" or usable["report"].startswith("partial"):
+    cut_before_gpu_work = proc.returncode == 2 and "the part read holds no GPU event" in proc.stderr
+    if usable["report"].startswith("partial") and cut_before_gpu_work:
+        # a trace cut before its first GPU event: read up to the cut, then one line saying there
+        # is nothing to count, that the file was partly read, and that the capture failed
+        assert proc.stderr.count("\n") == 1 and "partly read" in proc.stderr, proc.stderr
+        assert "the capture did not complete" in proc.stderr, proc.stderr
+    elif usable["report"] == "yes" or usable["report"].startswith("partial"):
         assert proc.returncode == 0, proc.stderr
         warnings = json.loads(proc.stdout)["runs"][0]["warnings"]
         assert any("did not complete" in w for w in warnings), warnings  # the report says the run failed

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.rundir.layout import read_run_json
+from tests.capture.on_disk import read_run_json
 from tests.capture.capture_fault_fake import REPO, Run, assert_aftermath, own_traceback
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.rundir.layout import read_run_json
+from tests.capture.on_disk import read_run_json
 from copyprof.capture.vllm.client import Cohort, ran_ahead
 from copyprof.capture.vllm.command import WINDOW_SLACK_TOKENS, RunSpec
 from copyprof.capture.vllm.run import COHORT_ATTEMPTS

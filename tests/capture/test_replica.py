@@ -17,11 +17,12 @@ import pytest
 from copyprof.rundir import layout as rundir
 from copyprof.rundir.layout import (
     new_run_dir,
-    read_run_json,
     update_run_json,
     write_run_json,
 )
+from copyprof.rundir.record import RunRecord, load_run_record
 from copyprof.errors import CopyprofError
+from tests.capture.on_disk import read_run_json
 from tests.conftest import cli_json, run_cli
 
 N = 4  # tokens per decode step
@@ -66,10 +67,13 @@ def test_new_run_dir_refuses_bad_labels_and_file_out(tmp_path: Path) -> None:
 
 def test_run_json_atomic_update(tmp_path: Path) -> None:
     d = new_run_dir(tmp_path, "r")
-    write_run_json(d, {"status": "starting", "a": 1})
-    update_run_json(d, status="capturing", b=[1, 2])
-    assert read_run_json(d) == {"status": "capturing", "a": 1, "b": [1, 2]}
+    write_run_json(d, RunRecord(status="starting", label="a", finished=None))
+    update_run_json(d, status="capturing", files=["x", "y"])
+    assert read_run_json(d) == {"status": "capturing", "label": "a", "finished": None, "files": ["x", "y"]}
+    assert load_run_record(d) == RunRecord(status="capturing", label="a", finished=None, files=["x", "y"])
     assert sorted(p.name for p in d.iterdir()) == ["run.json"]  # no temporary file left behind
+    with pytest.raises(TypeError):  # a field run.json does not have is a writer's mistake
+        update_run_json(d, no_such_field=1)
     assert rundir.failed_status("boom\n  at line 3") == "failed: boom at line 3"
 
 
@@ -129,6 +133,8 @@ def test_run_dir_layout_and_run_json(cpu_runs: list[Path]) -> None:
         assert sorted(run["files"]) == names[:1] + ["timing.json"]
         assert run["pair"] == (cand if arm == "baseline" else base).name
         assert "tests only" in run["note"]
+        assert run["torch"] == {"version": run["torch_version"], "hip": None, "cuda": run["cuda_version"]}
+        assert load_run_record(d).status == "complete"  # what the capture wrote reads as the typed record
 
 
 def test_timing_json_is_interleaved(cpu_runs: list[Path]) -> None:

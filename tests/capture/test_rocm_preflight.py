@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.rundir.layout import read_run_json
+from tests.capture.on_disk import read_run_json
 from copyprof.capture.torch_backend import elf_deps, inspect_torch_lib, preflight, preflight_lines
 from copyprof.capture.vllm.probe import probe_vllm
 from tests.capture.test_run_fake_server import write_fake_rocm_torch, write_fake_vllm

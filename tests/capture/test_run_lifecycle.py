@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.rundir.layout import read_run_json
+from tests.capture.on_disk import read_run_json
 from tests.capture.capture_fault_fake import own_traceback
 from tests.capture.test_run_fake_server import write_fake_vllm
 

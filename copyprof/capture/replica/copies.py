@@ -15,8 +15,7 @@ Variants, each replayed ``replays`` times inside ``record_function("copies_<vari
   buffer pattern, the buffer coming from the graph's memory pool under capture.
 
 CLI: ``copyprof run --engine copies --device cuda --steps 4 --out traces`` (``--steps``: replays of
-each variant; the 2026-11-30 captures were made with its former entry point,
-``python -m copyprof.capture.replica_copies``, 4 replays).
+each variant; the copy captures under ``traces/`` have 4 replays).
 """
 from __future__ import annotations
 
@@ -31,14 +30,15 @@ from copyprof import __version__
 from copyprof.capture.replica.device import device_info, import_torch
 from copyprof.rundir.layout import (
     STATUS_CAPTURING,
-    STATUS_COMPLETE,
     STATUS_STARTING,
-    failed_status,
+    mark_complete,
+    mark_failed,
     new_run_dir,
     update_run_json,
     utc_now_iso,
     write_run_json,
 )
+from copyprof.rundir.record import Device, RunRecord, Torch
 from copyprof.errors import CopyprofError
 
 # Bytes. 4608/14336 = one token of Kimi-Linear / K3 hidden; 16384, 49152 = KDA placement copies
@@ -120,20 +120,22 @@ def run_copies(*, device: str = "cuda", sizes: Sequence[int] = DEFAULT_SIZES,
     paths: list[Path] = []
     for mode in modes:
         d = new_run_dir(out, f"{label}-{mode}")
-        write_run_json(d, {
-            "copyprof_version": __version__, "engine": "replica-copies", "status": STATUS_STARTING,
-            "command": list(command if command is not None else sys.argv), "graph_mode": mode,
-            "device": device_info(torch, dev), "torch_version": torch.__version__,
-            "cuda_version": torch.version.cuda, "host": socket.gethostname(), "started": utc_now_iso(),
-            "finished": None, "dtype": "bfloat16", "sizes_bytes_in_order": list(sizes), "variants": list(VARIANTS),
-            "replays_per_variant": replays, "annotation": "copies_<variant>", "files": [],
-        })
+        write_run_json(d, RunRecord(
+            copyprof_version=__version__, engine="replica-copies", status=STATUS_STARTING,
+            command=list(command if command is not None else sys.argv), graph_mode=mode,
+            device=Device(**device_info(torch, dev)), torch_version=torch.__version__,
+            cuda_version=torch.version.cuda,
+            torch=Torch(version=torch.__version__, hip=getattr(torch.version, "hip", None), cuda=torch.version.cuda),
+            host=socket.gethostname(), started=utc_now_iso(),
+            finished=None, dtype="bfloat16", sizes_bytes_in_order=list(sizes), variants=list(VARIANTS),
+            replays_per_variant=replays, annotation="copies_<variant>", files=[],
+        ))
         try:
             update_run_json(d, status=STATUS_CAPTURING)
             trace = _capture_mode(torch, dev, mode, sizes, replays, d)
-            update_run_json(d, status=STATUS_COMPLETE, finished=utc_now_iso(), files=[trace.name])
+            mark_complete(d, files=[trace.name])
         except BaseException as exc:
-            update_run_json(d, status=failed_status(f"{type(exc).__name__}: {exc}"), finished=utc_now_iso())
+            mark_failed(d, f"{type(exc).__name__}: {exc}")
             raise
         log(f"copies: {mode} -> {trace}")
         paths.append(d)

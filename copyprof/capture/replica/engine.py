@@ -37,21 +37,25 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from copyprof import __version__
 from copyprof.capture.replica.device import device_info, import_torch
 from copyprof.rundir.layout import (
     STATUS_CAPTURING,
-    STATUS_COMPLETE,
     STATUS_STARTING,
-    failed_status,
+    mark_complete,
+    mark_failed,
     new_run_dir,
     update_run_json,
     utc_now_iso,
     write_run_json,
 )
+from copyprof.rundir.record import Device, Model, ReplicaProfiler, RunRecord, Torch
 from copyprof.capture.torch_backend import preflight, preflight_lines
 from copyprof.capture.trace_check import check_capture
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
@@ -172,6 +176,57 @@ def _summarise(timing: dict[str, Any], layout: ModelLayout, device_type: str) ->
     return "\n".join(lines) + (f"\nnote: {CPU_TIMING_NOTE}" if device_type == "cpu" else "")
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What every arm of one replica capture shares."""
+
+    layout: ModelLayout
+    shapes: Any  # RankShapes
+    removals: dict[str, frozenset[str]]  # arm -> the kinds whose copies it removes
+    arms: list[str]
+    dev: Any  # torch.device
+    graph_mode: str
+    tp: int
+    concurrency: int
+    steps: int
+    warmup: int
+    seed: int
+    timing_blocks: int
+    timing_replays: int
+    record_shapes: bool
+    with_stack: bool
+
+    @property
+    def use_graph(self) -> bool:
+        return self.graph_mode == "cuda-graph"
+
+    @property
+    def do_timing(self) -> bool:
+        """Timing needs the baseline, another arm, and blocks of steps to time."""
+        return self.timing_blocks > 0 and self.timing_replays > 0 and "baseline" in self.arms and len(self.arms) > 1
+
+
+def _arms(layout: ModelLayout, arms: Sequence[str], remove: Sequence[str]) -> tuple[dict[str, frozenset[str]], list[str]]:
+    """Each known arm's removed kinds, and the arms asked for in baseline, candidate, partial order."""
+    from copyprof.capture.replica.model import arm_removals
+
+    removals = arm_removals(layout, tuple(remove))
+    wanted = list(dict.fromkeys([*arms, *(["partial"] if remove else [])]))
+    bad = [a for a in wanted if a not in removals]
+    if bad or not wanted:
+        raise CopyprofError(f"unknown arm(s) {bad or wanted}: use baseline, candidate, or --remove KIND,... for partial")
+    return removals, [a for a in removals if a in wanted]
+
+
+def _device(torch: Any, device: str) -> Any:
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise CopyprofError("--device cuda asked for, but torch sees no CUDA device", exit_code=EXIT_CAPTURE_FAILED)
+    if dev.type not in ("cuda", "cpu"):
+        raise CopyprofError(f"device {device!r} not supported: use cuda or cpu")
+    return dev
+
+
 def run_replica(layout: ModelLayout | str, *, tp: int, concurrency: int, device: str,
                 arms: Sequence[str] = ("baseline", "candidate"), remove: Sequence[str] = (), steps: int = 32,
                 graph: bool = True, timing_blocks: int = 40, timing_replays: int = 50, out: str = "traces",
@@ -186,117 +241,127 @@ def run_replica(layout: ModelLayout | str, *, tp: int, concurrency: int, device:
     and ``timing_blocks > 0``. Every run directory ends with ``status`` ``complete`` or
     ``failed: <why>``; on failure the exception is re-raised.
     """
-    from copyprof.capture.replica.model import ReplicaModel, arm_removals, weight_bytes
     from copyprof.capture.replica.shapes import DEFAULT_CONTEXT, RankShapes
 
     if isinstance(layout, str):
         layout = load_layout(layout)
-    removals = arm_removals(layout, tuple(remove))
-    arms = list(dict.fromkeys([*arms, *(["partial"] if remove else [])]))
-    bad = [a for a in arms if a not in removals]
-    if bad or not arms:
-        raise CopyprofError(f"unknown arm(s) {bad or arms}: use baseline, candidate, or --remove KIND,... for partial")
-    arms = [a for a in removals if a in arms]  # baseline, candidate, partial order
+    removals, arm_names = _arms(layout, arms, remove)
     if steps < 1:
         raise CopyprofError("steps must be >= 1")
     torch = import_torch()
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise CopyprofError("--device cuda asked for, but torch sees no CUDA device", exit_code=EXIT_CAPTURE_FAILED)
-    if dev.type not in ("cuda", "cpu"):
-        raise CopyprofError(f"device {device!r} not supported: use cuda or cpu")
-    use_graph = bool(graph) and dev.type == "cuda"
-    graph_mode = "cuda-graph" if use_graph else "eager"
-    shapes = RankShapes.from_layout(layout, tp=tp, tokens=concurrency, context=context or DEFAULT_CONTEXT)
-    do_timing = timing_blocks > 0 and timing_replays > 0 and "baseline" in arms and len(arms) > 1
-    label = label or f"replica-{layout.name}-tp{tp}-c{concurrency}-{graph_mode}"
-
-    dirs = {arm: new_run_dir(out, f"{label}-{arm}") for arm in arms}
-    common = _run_record(layout, shapes, removals, tp=tp, concurrency=concurrency, steps=steps, graph_mode=graph_mode,
-                         device=device_info(torch, dev), torch=torch, seed=seed, record_shapes=record_shapes,
-                         with_stack=with_stack, command=command)
-    # ROCm: which profiler back end this torch's kineto links, and its known defects (issue 18)
-    common["profiler_backend"] = preflight(os.path.join(os.path.dirname(torch.__file__), "lib"),
-                                           getattr(torch.version, "hip", None))
-    for line in preflight_lines(common["profiler_backend"]) if common["profiler_backend"] else []:
-        log(f"replica: {line}")
-    for arm, d in dirs.items():
-        others = [other.name for a, other in dirs.items() if a != arm]
-        write_run_json(d, {**common, "arm": arm, "removed_kinds": sorted(removals[arm]),
-                           "pair": others[0] if len(others) == 1 else None, "arms": {a: x.name for a, x in dirs.items()}})
+    dev = _device(torch, device)
+    plan = _Plan(layout=layout, shapes=RankShapes.from_layout(layout, tp=tp, tokens=concurrency,
+                                                              context=context or DEFAULT_CONTEXT),
+                 removals=removals, arms=arm_names, dev=dev,
+                 graph_mode="cuda-graph" if graph and dev.type == "cuda" else "eager", tp=tp,
+                 concurrency=concurrency, steps=steps, warmup=warmup, seed=seed, timing_blocks=timing_blocks,
+                 timing_replays=timing_replays, record_shapes=record_shapes, with_stack=with_stack)
+    label = label or f"replica-{layout.name}-tp{tp}-c{concurrency}-{plan.graph_mode}"
+    dirs = {arm: new_run_dir(out, f"{label}-{arm}") for arm in plan.arms}
+    info = device_info(torch, dev)
+    _write_starting_records(plan, dirs, _run_record(plan, info, torch, command), log)
     try:
-        log(f"replica: {layout.name} tp{tp} N={concurrency} {graph_mode} on {common['device']['name']}; "
-            f"arms {', '.join(arms)} -> {', '.join(str(d) for d in dirs.values())}")
+        log(f"replica: {layout.name} tp{tp} N={concurrency} {plan.graph_mode} on {info['name']}; "
+            f"arms {', '.join(plan.arms)} -> {', '.join(str(d) for d in dirs.values())}")
         if dev.type == "cpu":
             log(f"replica: CPU runs eagerly (no CUDA graphs); {CPU_TIMING_NOTE}")
         for d in dirs.values():
             update_run_json(d, status=STATUS_CAPTURING)
-        with torch.inference_mode():
-            model = ReplicaModel(layout, shapes, dev, seed=seed)
-            update = {"replica_bytes": weight_bytes(model)}
-            runners = {arm: _Arm(torch, model, removals[arm], use_graph, warmup) for arm in arms}
-            if do_timing:
-                timing = interleaved_timing(torch, runners, timing_blocks, timing_replays, dev.type == "cuda")
-                timing.update({"device": common["device"], "torch_version": torch.__version__,
-                               "cuda_version": torch.version.cuda, "graph_mode": graph_mode, "unit": "ms/step",
-                               "timer": "torch.cuda.Event" if dev.type == "cuda" else "time.perf_counter_ns",
-                               "model": layout.name, "tp": tp, "concurrency": concurrency,
-                               "removed_kinds": {a: sorted(removals[a]) for a in arms},
-                               "run_dirs": {a: d.name for a, d in dirs.items()}, "finished": utc_now_iso()})
-                for d in dirs.values():
-                    with open(d / TIMING_JSON, "w", encoding="utf-8") as fh:
-                        json.dump(timing, fh, indent=1)
-                log(_summarise(timing, layout, dev.type))
-            for arm, d in dirs.items():
-                trace = _profile_arm(torch, model, runners[arm], d, steps, record_shapes, with_stack)
-                files = [trace.name] + ([TIMING_JSON] if do_timing else [])
-                completeness = check_capture(d)  # graph work missing from the trace? (issue 18)
-                if completeness.get("message"):
-                    log(f"replica: {arm}: warning: {completeness['message']}")
-                update_run_json(d, **update, files=files, completeness=completeness)
-                log(f"replica: {arm}: {steps} steps -> {trace}")
+        _capture_arms(torch, plan, dirs, info, log)
         for d in dirs.values():
-            update_run_json(d, status=STATUS_COMPLETE, finished=utc_now_iso())
+            mark_complete(d)
     except BaseException as exc:
         why = f"{type(exc).__name__}: {exc}"
         for d in dirs.values():
             try:
-                update_run_json(d, status=failed_status(why), finished=utc_now_iso())
+                mark_failed(d, why)
             except Exception as inner:  # noqa: BLE001 - report, but re-raise the original error
                 log(f"replica: could not mark {d} as failed: {inner}")
         raise
-    return [dirs[a] for a in arms]
+    return [dirs[a] for a in plan.arms]
 
 
-def _run_record(layout: ModelLayout, shapes: Any, removals: dict[str, frozenset[str]], *, tp: int, concurrency: int,
-                steps: int, graph_mode: str, device: dict[str, Any], torch: Any, seed: int, record_shapes: bool,
-                with_stack: bool, command: Sequence[str] | None) -> dict[str, Any]:
-    """What every arm's run.json says about the capture, including the copies each arm must show."""
-    kinds = layout.kinds
+def _write_starting_records(plan: _Plan, dirs: dict[str, Path], common: RunRecord, log: Callable[[str], None]) -> None:
+    """Each arm's starting run.json, after saying which profiler back end this torch's kineto links
+    on ROCm and the known defects of that back end."""
+    for line in preflight_lines(common.profiler_backend) if common.profiler_backend else []:
+        log(f"replica: {line}")
+    for arm, d in dirs.items():
+        others = [other.name for a, other in dirs.items() if a != arm]
+        write_run_json(d, msgspec.structs.replace(
+            common, arm=arm, removed_kinds=sorted(plan.removals[arm]), pair=others[0] if len(others) == 1 else None,
+            arms={a: x.name for a, x in dirs.items()}))
+
+
+def _capture_arms(torch: Any, plan: _Plan, dirs: dict[str, Path], device: dict[str, Any],
+                  log: Callable[[str], None]) -> None:
+    """Build the model once, make each arm's step runnable (a CUDA graph or eager), time the arms
+    against each other when asked, then profile each arm into its run directory."""
+    from copyprof.capture.replica.model import ReplicaModel, weight_bytes
+
+    cuda = plan.dev.type == "cuda"
+    with torch.inference_mode():
+        model = ReplicaModel(plan.layout, plan.shapes, plan.dev, seed=plan.seed)
+        replica_bytes = weight_bytes(model)
+        runners = {arm: _Arm(torch, model, plan.removals[arm], plan.use_graph, plan.warmup) for arm in plan.arms}
+        if plan.do_timing:
+            timing = interleaved_timing(torch, runners, plan.timing_blocks, plan.timing_replays, cuda)
+            timing.update({"device": device, "torch_version": torch.__version__,
+                           "cuda_version": torch.version.cuda, "graph_mode": plan.graph_mode, "unit": "ms/step",
+                           "timer": "torch.cuda.Event" if cuda else "time.perf_counter_ns",
+                           "model": plan.layout.name, "tp": plan.tp, "concurrency": plan.concurrency,
+                           "removed_kinds": {a: sorted(plan.removals[a]) for a in plan.arms},
+                           "run_dirs": {a: d.name for a, d in dirs.items()}, "finished": utc_now_iso()})
+            for d in dirs.values():
+                with open(d / TIMING_JSON, "w", encoding="utf-8") as fh:
+                    json.dump(timing, fh, indent=1)
+            log(_summarise(timing, plan.layout, plan.dev.type))
+        for arm, d in dirs.items():
+            trace = _profile_arm(torch, model, runners[arm], d, plan.steps, plan.record_shapes, plan.with_stack)
+            files = [trace.name] + ([TIMING_JSON] if plan.do_timing else [])
+            completeness = check_capture(d)  # graph work missing from the trace? said where the capture is made
+            if completeness.get("message"):
+                log(f"replica: {arm}: warning: {completeness['message']}")
+            update_run_json(d, replica_bytes=replica_bytes, files=files, completeness=completeness)
+            log(f"replica: {arm}: {plan.steps} steps -> {trace}")
+
+
+def _expected_copies(plan: _Plan) -> dict[str, Any]:
+    """The copies each arm's steps must show: post-projection copies per kind, and placement copies."""
+    layout, kinds = plan.layout, plan.layout.kinds
     expected: dict[str, Any] = {
-        "post_proj": {"bytes": layout.post_proj_bytes(concurrency),
+        "post_proj": {"bytes": layout.post_proj_bytes(plan.concurrency),
                       **{arm: {k: n for k, n in kinds.items() if k not in removed
-                               and layout.mechanism_of(k) != "mlp-only"} for arm, removed in removals.items()}},
+                               and layout.mechanism_of(k) != "mlp-only"} for arm, removed in plan.removals.items()}},
     }
     for kind, n in kinds.items():
-        nbytes = shapes.placement_bytes(layout.mechanism_of(kind))
+        nbytes = plan.shapes.placement_bytes(layout.mechanism_of(kind))
         if nbytes:
             expected[f"{kind}_placement"] = {"bytes": nbytes, "per_step": n, "arms": "all"}
-    record: dict[str, Any] = {
-        "copyprof_version": __version__, "engine": "replica", "status": STATUS_STARTING,
-        "command": list(command if command is not None else sys.argv),
-        "model": {"name": layout.name, "hf_id": layout.hf_id, "layers": layout.layers, "hidden": layout.hidden,
-                  "kinds": kinds, "layer_kinds": layout.kind_sequence(), "source": layout.source},
-        "tp": tp, "rank": 0, "concurrency": concurrency, "steps": steps, "graph_mode": graph_mode,
-        "device": device, "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
-        "host": socket.gethostname(), "python": platform.python_version(), "started": utc_now_iso(), "finished": None,
-        "annotation": step_annotation(concurrency), "rank_shapes": shapes.to_json(), "seed": seed,
-        "profiler": {"activities": ["CPU"] + (["CUDA"] if device["type"] == "cuda" else []), "with_stack": with_stack,
-                     "record_shapes": record_shapes},
-        "expected_copies_per_step": expected, "files": [],
-    }
-    if {"mla", "kda"} & set(kinds):  # Kimi run records as before
-        record["model"].update(mla_layers=len(layout.mla_layers), kda_layers=len(layout.kda_layers))
-    if device["type"] == "cpu":
-        record["note"] = CPU_TIMING_NOTE
-    return record
+    return expected
+
+
+def _run_record(plan: _Plan, device: dict[str, Any], torch: Any, command: Sequence[str] | None) -> RunRecord:
+    """What every arm's run.json says about the capture, including the copies each arm must show."""
+    layout, kinds = plan.layout, plan.layout.kinds
+    model = Model(name=layout.name, hf_id=layout.hf_id, layers=layout.layers, hidden=layout.hidden, kinds=kinds,
+                  layer_kinds=layout.kind_sequence(), source=layout.source)
+    if {"mla", "kda"} & set(kinds):  # Kimi layouts: the two layer counts a Kimi reader looks for
+        model = msgspec.structs.replace(model, mla_layers=len(layout.mla_layers), kda_layers=len(layout.kda_layers))
+    cuda = device["type"] == "cuda"
+    hip = getattr(torch.version, "hip", None)
+    record = RunRecord(
+        copyprof_version=__version__, engine="replica", status=STATUS_STARTING,
+        command=list(command if command is not None else sys.argv), model=model,
+        tp=plan.tp, rank=0, concurrency=plan.concurrency, steps=plan.steps, graph_mode=plan.graph_mode,
+        device=Device(**device), torch_version=torch.__version__, cuda_version=torch.version.cuda,
+        torch=Torch(version=torch.__version__, hip=hip, cuda=torch.version.cuda),
+        host=socket.gethostname(), python=platform.python_version(), started=utc_now_iso(), finished=None,
+        annotation=step_annotation(plan.concurrency), rank_shapes=plan.shapes.to_json(), seed=plan.seed,
+        profiler=ReplicaProfiler(activities=["CPU"] + (["CUDA"] if cuda else []), with_stack=plan.with_stack,
+                                 record_shapes=plan.record_shapes),
+        expected_copies_per_step=_expected_copies(plan), files=[],
+        # ROCm: which profiler back end this torch's kineto links, and its known defects
+        profiler_backend=preflight(os.path.join(os.path.dirname(torch.__file__), "lib"), hip),
+    )
+    return msgspec.structs.replace(record, note=CPU_TIMING_NOTE) if not cuda else record

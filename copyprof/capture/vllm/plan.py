@@ -54,7 +54,7 @@ def resolve_model(spec: str) -> ResolvedModel:
             raise CopyprofError(f"cannot read model config: {exc}", path=path) from exc
         if not isinstance(config, dict):
             raise CopyprofError("config.json does not hold a JSON object", path=path)
-        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+        text: dict[str, Any] = config["text_config"] if isinstance(config.get("text_config"), dict) else config
         summary = {k: text.get(k, config.get(k)) for k in _SUMMARY_KEYS if k in text or k in config}
         if isinstance((text.get("linear_attn_config") or {}).get("kda_layers"), list):
             summary.update(_layout_summary(layout_from_config(config, name=os.path.basename(spec), source=path)))

@@ -26,18 +26,33 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import msgspec
+
 from copyprof import __version__
 from copyprof.rundir.layout import (
     MODEL_CONFIG,
     STATUS_CAPTURING,
-    STATUS_COMPLETE,
     STATUS_STARTING,
     failed_status,
+    mark_complete,
     new_run_dir,
     update_run_json,
     utc_now_iso,
     write_error,
     write_run_json,
+)
+from copyprof.rundir.record import (
+    AbTag,
+    CohortRetry,
+    Gpu,
+    Model,
+    RunRecord,
+    Server,
+    Torch,
+    Vllm,
+    Window,
+    Workload,
+    given,
 )
 from copyprof.capture.torch_backend import preflight, preflight_lines
 from copyprof.capture.trace_check import check_capture
@@ -48,8 +63,14 @@ from copyprof.capture.vllm.client import (
     post_json,
     ran_ahead,
 )
-from copyprof.capture.vllm.command import RunSpec, build_server_command, is_cpu_backend, version_notes
-from copyprof.capture.vllm.probe import kernel_env, probe_vllm
+from copyprof.capture.vllm.command import (
+    RunSpec,
+    ServerCommand,
+    build_server_command,
+    is_cpu_backend,
+    version_notes,
+)
+from copyprof.capture.vllm.probe import VllmInfo, kernel_env, probe_vllm
 from copyprof.capture.vllm.server_log import engine_facts
 from copyprof.capture.vllm.server import (
     SERVER_LOG,
@@ -99,9 +120,26 @@ class CaptureOptions:
     timeout_s: float = 1800.0
     seed: int = 0
     vocab_size: int | None = None
-    model_summary: dict[str, Any] = field(default_factory=dict)
+    model: Model = field(default_factory=Model)  # what run.json says of the model (``arg`` is added here)
     command: list[str] = field(default_factory=lambda: list(sys.argv))
-    ab: dict[str, Any] | None = None
+    ab: AbTag | None = None
+
+
+@dataclass
+class _Capture:
+    """A capture in progress: what its stages share with the failure path that must clean up after them."""
+
+    run_dir: Path
+    rep: Reporter
+    stage_now: str = "starting"
+    server: ServerProcess | None = None
+    cohort: Cohort | None = None
+    trace_dir: Path | None = None
+    window: Window | None = None  # the cohort's attempts, and the window's token counts once it got that far
+
+    def stage(self, name: str) -> None:
+        self.stage_now = name
+        self.rep.stage(name)
 
 
 def _server_env(cmd_env: dict[str, str]) -> dict[str, str]:
@@ -134,6 +172,12 @@ def _write_metrics(run_dir: Path, cohort: Cohort | None, extra: dict[str, Any]) 
         raise write_error(path, exc) from exc
 
 
+def _window_json(window: Window | None) -> dict[str, Any]:
+    """The window as client_metrics.json holds it, as in run.json ({} before the cohort stage)."""
+    out: dict[str, Any] = msgspec.to_builtins(window) if window is not None else {}
+    return out
+
+
 def _post(server: ServerProcess, path: str, body: dict[str, Any] | None, timeout_s: float,
           what: str) -> tuple[int, bytes]:
     """POST to the server; a broken connection is explained by the server's exit when that is the cause."""
@@ -146,7 +190,7 @@ def _post(server: ServerProcess, path: str, body: dict[str, Any] | None, timeout
 
 
 def _cohort_started_together(cohort: Cohort, spec: RunSpec, timeout_s: float, server: ServerProcess, attempt: int,
-                             retries: list[dict[str, Any]], rep: Reporter) -> bool:
+                             retries: list[CohortRetry], rep: Reporter) -> bool:
     """Send the cohort and wait for every first token; False (streams cancelled, the attempt noted
     in ``retries``) when one stream ran so far ahead of the last that the window might outlast it.
     A stream that already finished counts as far ahead (it has its first token, so the wait goes on)."""
@@ -158,7 +202,7 @@ def _cohort_started_together(cohort: Cohort, spec: RunSpec, timeout_s: float, se
     if lead is None:
         return True
     cohort.cancel()  # closing the connections makes vLLM abort the requests
-    retries.append({"attempt": attempt, "tokens_per_request": counts, "request_ahead": lead})
+    retries.append(CohortRetry(attempt=attempt, tokens_per_request=counts, request_ahead=lead))
     again = "; sending the cohort again" if attempt < COHORT_ATTEMPTS else ""
     rep.info(f"warning: cohort attempt {attempt} of {COHORT_ATTEMPTS}: request {lead} had {counts[lead]} of "
              f"{spec.max_tokens} tokens when the last request got its first token (tokens per request: {counts}); "
@@ -166,15 +210,15 @@ def _cohort_started_together(cohort: Cohort, spec: RunSpec, timeout_s: float, se
     return False
 
 
-def _record_failure(run_dir: Path, why: str, stage: str, server: ServerProcess | None, cohort: Cohort | None,
-                    window: dict[str, Any], trace_dir: Path | None) -> str | None:
+def _record_failure(run: _Capture, why: str) -> str | None:
     """Stop the streams and the server group, then say in run.json what happened and what is usable.
 
     Every step is best effort and none can abort the others: a further Ctrl-C only makes the
     server stop escalate sooner (ctrl_c_hurries), and a full disk costs the client metrics or
     the run.json update, never the stop. Returns why run.json could not be updated, if so.
     """
-    fields: dict[str, Any] = {"status": failed_status(why), "failed_stage": stage, "finished": utc_now_iso()}
+    run_dir, server, cohort = run.run_dir, run.server, run.cohort
+    fields: dict[str, Any] = {"status": failed_status(why), "failed_stage": run.stage_now, "finished": utc_now_iso()}
     problems: list[str] = []
     log = run_dir / SERVER_LOG
     at_failure = log_size(log)  # what the server said until now is the evidence; the stop's noise is apart
@@ -184,18 +228,18 @@ def _record_failure(run_dir: Path, why: str, stage: str, server: ServerProcess |
         if server is not None:
             fields["server_stop"] = server.stop(graceful_s=30.0)
             fields["server_exit_code"] = server.exit_code
-        if window:  # the cohort's attempts, and the window's token counts when it got that far
-            fields["window"] = window
+        if run.window is not None:
+            fields["window"] = run.window
         fields["vllm_engine"] = engine_facts(log)
         fields["error_log_tail"] = log_tail(log, end=at_failure)
         fields["stop_log_tail"] = log_tail(log, start=at_failure)
         try:
-            _write_metrics(run_dir, cohort, {"window": window, "partial": True})
+            _write_metrics(run_dir, cohort, {"window": _window_json(run.window), "partial": True})
         except CopyprofError as exc:
             problems.append(str(exc))
         fields["files"] = _rel_files(run_dir)
         try:
-            fields["usable"] = describe_usable(run_dir, trace_dir)
+            fields["usable"] = describe_usable(run_dir, run.trace_dir)
         except OSError as exc:  # an unreadable trace folder must not hide the failure being recorded
             problems.append(f"could not list what is usable: {exc}")
         if pressed := (server.hurries if server is not None else len(presses)):
@@ -209,162 +253,217 @@ def _record_failure(run_dir: Path, why: str, stage: str, server: ServerProcess |
     return None
 
 
-def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None = None) -> Path:
-    """Run one capture; return its run directory (``status: complete``) or raise (``failed: ...``)."""
-    rep = reporter or QuietReporter()
-    spec.validate()
+def _failure(run: _Capture, exc: BaseException) -> BaseException:
+    """Record ``exc`` in run.json and return the error to raise: one line, exit code 3 once a server ran."""
+    err: BaseException = exc
+    if isinstance(exc, OSError):  # a write or a connection not explained above: still one line, exit 3
+        err = CopyprofError(f"{run.stage_now}: {type(exc).__name__}: {exc}", exit_code=EXIT_CAPTURE_FAILED)
+    why = ("interrupted (Ctrl-C); server stopped, files kept" if isinstance(exc, KeyboardInterrupt)
+           else (str(err).splitlines() or [type(err).__name__])[0])
+    unrecorded = _record_failure(run, why)
+    if isinstance(err, CopyprofError):
+        if err.exit_code != EXIT_CAPTURE_FAILED and run.server is not None:
+            err.exit_code = EXIT_CAPTURE_FAILED
+        if unrecorded and "run.json" not in str(err):
+            err.args = (f"{err}; and run.json could not be updated: {unrecorded}",)
+    return err
+
+
+def _environment(spec: RunSpec, opts: CaptureOptions, rep: Reporter) -> tuple[VllmInfo, list[str], dict[str, Any] | None]:
+    """The target vLLM environment (probed before the run directory: a missing vLLM leaves nothing
+    behind), the version notes and, on ROCm, kineto's profiler back end and its known defects."""
     rep.stage("probing the vLLM environment")
-    info = probe_vllm(opts.python)  # before the run directory: a missing vLLM leaves nothing behind
-    gpu = info.gpus[0] if info.gpus else None
+    info = probe_vllm(opts.python)
     if spec.tp > max(1, len(info.gpus)) and info.gpus:
         raise CopyprofError(f"--tp {spec.tp} needs {spec.tp} GPUs; {opts.python} sees {len(info.gpus)}")
     if spec.tp > 1 and is_cpu_backend(info):
         raise CopyprofError(f"--tp {spec.tp}: {opts.python} has no GPU (vLLM's CPU backend); use --tp 1")
-    notes = version_notes(info, str(opts.model_summary.get("model_type") or opts.model_summary.get("name") or ""))
+    notes = version_notes(info, str(given(opts.model.model_type) or given(opts.model.name) or ""))
     for note in notes:
         rep.info(f"note: {note}")
-    backend = preflight(info.torch_lib, info.torch_hip)  # ROCm: kineto's profiler back end and its known defects
+    backend = preflight(info.torch_lib, info.torch_hip)
     for line in preflight_lines(backend) if backend else []:
         rep.info(line)
+    return info, notes, backend
+
+
+def _starting_record(spec: RunSpec, opts: CaptureOptions, info: VllmInfo, notes: list[str],
+                     backend: dict[str, Any] | None, has_config: bool) -> RunRecord:
+    """run.json as the capture starts: what was asked, and the environment it runs in."""
+    gpu = info.gpus[0] if info.gpus else None
+    model = msgspec.structs.replace(opts.model, arg=spec.model, **({"config": MODEL_CONFIG} if has_config else {}))
+    return RunRecord(
+        copyprof_version=__version__, engine="vllm", status=STATUS_STARTING, label=opts.label,
+        command=list(opts.command), model=model,
+        tp=spec.tp, concurrency=spec.concurrency, prefix_len=spec.prefix_len,
+        suffix_len=spec.suffix_len, steps=spec.steps, profiler=spec.profiler, dummy=spec.dummy,
+        workload=Workload(max_tokens=spec.max_tokens, min_tokens=spec.max_tokens, ignore_eos=True,
+                          max_model_len=spec.max_model_len, seed=opts.seed, warmup_requests=1,
+                          prompt="token ids: shared prefix + distinct suffix per request"),
+        spec=asdict(spec), host=socket.gethostname(), platform=platform.platform(),
+        python=opts.python, env=kernel_env(dict(os.environ)), ab=opts.ab,
+        started=utc_now_iso(), finished=None, files=[],
+        vllm=Vllm(version=info.vllm_version, commit=info.commit, distribution=info.vllm_dist,
+                  python_version=info.python_version),
+        torch=Torch(version=info.torch_version, hip=info.torch_hip, cuda=info.torch_cuda),
+        aiter_version=info.aiter_version,
+        gpu=Gpu(name=gpu["name"], arch=gpu["arch"], count=len(info.gpus)) if gpu else None,
+        probe=info.to_json(), notes=notes, profiler_backend=backend,
+    )
+
+
+def _new_run(spec: RunSpec, opts: CaptureOptions, info: VllmInfo, notes: list[str],
+             backend: dict[str, Any] | None) -> Path:
+    """The run directory, with the model's config.json (so `report RUN` needs no --model on another
+    machine) and the starting run.json."""
     run_dir = new_run_dir(opts.out, opts.label)
     config = Path(spec.model) / "config.json"
-    if config.is_file():  # the layout travels with the run: `report RUN` needs no --model on another machine
+    has_config = config.is_file()
+    if has_config:
         shutil.copyfile(config, run_dir / MODEL_CONFIG)
-    write_run_json(run_dir, {
-        "copyprof_version": __version__, "engine": "vllm", "status": STATUS_STARTING, "label": opts.label,
-        "command": list(opts.command),
-        "model": {"arg": spec.model, **opts.model_summary, **({"config": MODEL_CONFIG} if config.is_file() else {})},
-        "tp": spec.tp, "concurrency": spec.concurrency, "prefix_len": spec.prefix_len,
-        "suffix_len": spec.suffix_len, "steps": spec.steps, "profiler": spec.profiler, "dummy": spec.dummy,
-        "workload": {"max_tokens": spec.max_tokens, "min_tokens": spec.max_tokens, "ignore_eos": True,
-                     "max_model_len": spec.max_model_len, "seed": opts.seed, "warmup_requests": 1,
-                     "prompt": "token ids: shared prefix + distinct suffix per request"},
-        "spec": asdict(spec), "host": socket.gethostname(), "platform": platform.platform(),
-        "python": opts.python, "env": kernel_env(dict(os.environ)), "ab": opts.ab,
-        "started": utc_now_iso(), "finished": None, "files": [],
-        "vllm": {"version": info.vllm_version, "commit": info.commit, "distribution": info.vllm_dist,
-                 "python_version": info.python_version},
-        "torch": {"version": info.torch_version, "hip": info.torch_hip, "cuda": info.torch_cuda},
-        "aiter_version": info.aiter_version,
-        "gpu": {"name": gpu["name"], "arch": gpu["arch"], "count": len(info.gpus)} if gpu else None,
-        "probe": info.to_json(), "notes": notes, "profiler_backend": backend,
-    })
+    write_run_json(run_dir, _starting_record(spec, opts, info, notes, backend, has_config))
+    return run_dir
+
+
+def _boot(run: _Capture, spec: RunSpec, opts: CaptureOptions, info: VllmInfo) -> ServerCommand:
+    """Start the server in its own process group and wait for ``/health``; run.json says the command,
+    the group and the boot time, and ``status: capturing``."""
+    port = free_loopback_port()
+    cmd = build_server_command(spec, info, run.run_dir, port, hook_dir=HOOK_DIR)
+    run.trace_dir = cmd.trace_dir
+    cmd.trace_dir.mkdir()
+    update_run_json(run.run_dir, server=Server(
+        argv=cmd.argv, env_added=cmd.env, port=port, profiler_style=cmd.style, vllm_profiler=cmd.vllm_profiler,
+        window_control=cmd.window_control, profiler_config=cmd.profiler_config, notes=cmd.notes, log=SERVER_LOG))
+    if spec.profiler != "torch" and shutil.which(cmd.argv[0]) is None:
+        raise CopyprofError(f"--profiler {spec.profiler}: `{cmd.argv[0]}` is not on PATH (ROCm: rocprofiler-sdk "
+                            "ships rocprofv3; CUDA: Nsight Systems ships nsys)", exit_code=EXIT_CAPTURE_FAILED)
+    server = run.server = ServerProcess(cmd.argv, _server_env(cmd.env), run.run_dir / SERVER_LOG, port)
+    run.stage(f"server boot (vLLM {info.vllm_version}, port {port})")
+    server.start()
+    update_run_json(run.run_dir, server_pid=server.pid, server_pgid=server.pid)  # its own group: pgid == pid
+    boot_s = server.wait_healthy(opts.boot_timeout_s, on_tick=run.rep.detail)
+    update_run_json(run.run_dir, status=STATUS_CAPTURING, server_pid=server.pid, boot_s=round(boot_s, 1))
+    return cmd
+
+
+def _warm_up(run: _Capture, prompt: list[int], opts: CaptureOptions) -> None:
+    """One request that fills the prefix cache, so the cohort's prefills share it."""
+    assert run.server is not None
+    run.stage("warm-up: one request fills the prefix cache")
+    status, body = _post(run.server, "/v1/completions", completion_body(prompt, 2, stream=False), opts.timeout_s,
+                         "warm-up")
+    if status != 200:
+        raise CopyprofError(f"warm-up request failed: HTTP {status}: {body[:300].decode('utf-8', 'replace')}",
+                            exit_code=EXIT_CAPTURE_FAILED)
+    run.server.check_alive("warm-up")
+
+
+def _admit_cohort(run: _Capture, spec: RunSpec, opts: CaptureOptions, prompts: list[list[int]]) -> Cohort:
+    """The cohort, every stream past its first token and none far ahead (sent again when they did
+    not start together, at most COHORT_ATTEMPTS times)."""
+    assert run.server is not None
+    run.stage(f"cohort: {spec.concurrency} streams, waiting for every first token")
+    run.window = Window()
+    retries = run.window.cohort_retries
+    for attempt in range(1, COHORT_ATTEMPTS + 1):
+        cohort = run.cohort = Cohort(run.server.port, prompts, spec.max_tokens, opts.timeout_s)
+        if _cohort_started_together(cohort, spec, opts.timeout_s, run.server, attempt, retries, run.rep):
+            return cohort
+    last = retries[-1].tokens_per_request
+    raise CopyprofError(f"the cohort's {spec.concurrency} requests did not start together in {COHORT_ATTEMPTS} "
+                        f"attempts (tokens per request when the last got its first token: {last}, of "
+                        f"{spec.max_tokens}): the client may be short of CPU; or raise --decode-tokens",
+                        exit_code=EXIT_CAPTURE_FAILED)
+
+
+def _profile_window(run: _Capture, cmd: ServerCommand, spec: RunSpec, opts: CaptureOptions, cohort: Cohort) -> None:
+    """``/start_profile``, ``steps`` decode steps' worth of tokens on every stream, ``/stop_profile``;
+    run.json's ``window`` says the token counts at each point."""
+    server = run.server
+    assert server is not None and run.window is not None
+    at_start = cohort.token_counts()
+    run.stage(f"profile window: {spec.steps} decode steps")
+    body_req = {"max_iterations": spec.steps} if cmd.window_control == "max_iterations" else None
+    t0 = time.monotonic()
+    status, body = _post(server, "/start_profile", body_req, opts.timeout_s, "the profile window")
+    if status != 200:
+        raise CopyprofError(f"POST /start_profile answered HTTP {status} (404 means vLLM did not get the profiler "
+                            f"configuration): {body[:300].decode('utf-8', 'replace')}",
+                            exit_code=EXIT_CAPTURE_FAILED)
+    started = cohort.token_counts()
+    cohort.wait_all_tokens([c + spec.window_tokens for c in started], opts.timeout_s,
+                           f"{spec.steps} decode steps", check=lambda grace_s=0.0: server.check_alive("the profile window", grace_s))
+    status, body = _post(server, "/stop_profile", None, opts.timeout_s, "the profile window")
+    at_stop = cohort.token_counts()
+    intact = all(c < spec.max_tokens for c in at_stop) and not any(r.finished for r in cohort.records)
+    run.window = Window(control=cmd.window_control, tokens_at_first_token_barrier=at_start,
+                        tokens_at_start_profile=started, tokens_at_stop_profile=at_stop,
+                        stop_profile_http=status, window_s=round(time.monotonic() - t0, 3),
+                        cohort_intact_through_window=intact, cohort_retries=run.window.cohort_retries,
+                        client_longest_stall_s=round(cohort.longest_stall_s, 3))
+    update_run_json(run.run_dir, window=run.window)
+    if not intact:
+        run.rep.info("warning: a request finished inside the window; raise --decode-tokens")
+
+
+def _flush_traces(run: _Capture, cmd: ServerCommand, spec: RunSpec, opts: CaptureOptions, cohort: Cohort) -> str:
+    """Wait until the profiler's files are complete and stop the server; returns how it stopped.
+    torch writes its traces while the server runs; rocprofv3 and nsys write theirs when it exits."""
+    server = run.server
+    assert server is not None
+    run.stage("trace flush")
+    if spec.profiler == "torch":
+        wait_complete(cmd.trace_dir, torch_ready(spec.tp), f"{spec.tp} complete rank trace(s)", opts.timeout_s,
+                      check=lambda: server.check_alive("the trace flush"), on_tick=run.rep.detail)
+        cohort.cancel()
+        return server.stop()
+    cohort.cancel()
+    how = server.stop(graceful_s=max(60.0, opts.timeout_s))
+    ready = rocprof_ready if spec.profiler == "rocprofv3" else nsys_ready
+    wait_complete(cmd.trace_dir, ready, f"{spec.profiler} output", opts.timeout_s, on_tick=run.rep.detail)
+    if spec.profiler == "nsys":
+        nsys_export_sqlite(cmd.trace_dir, opts.timeout_s)
+    return how
+
+
+def _complete(run: _Capture, cmd: ServerCommand, cohort: Cohort, server_stop: str) -> None:
+    """The client metrics, the completeness check of the traces, and ``status: complete``."""
+    assert run.server is not None
+    _write_metrics(run.run_dir, cohort, {"window": _window_json(run.window)})
+    traces = [str(p.relative_to(run.run_dir)) for p in rank_traces(list_files(cmd.trace_dir))]
+    run.stage("completeness check of the trace")
+    completeness = check_capture(cmd.trace_dir)
+    if completeness.get("message"):
+        run.rep.info(f"warning: {completeness['message']}")
+    mark_complete(run.run_dir, server_stop=server_stop, server_exit_code=run.server.exit_code, rank_traces=traces,
+                  files=_rel_files(run.run_dir), completeness=completeness,
+                  vllm_engine=engine_facts(run.run_dir / SERVER_LOG))
+
+
+def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None = None) -> Path:
+    """Run one capture; return its run directory (``status: complete``) or raise (``failed: ...``)."""
+    rep = reporter or QuietReporter()
+    spec.validate()
+    info, notes, backend = _environment(spec, opts, rep)
+    run_dir = _new_run(spec, opts, info, notes, backend)
     rep.info(f"run directory: {run_dir}")
-    server: ServerProcess | None = None
-    cohort: Cohort | None = None
-    trace_dir: Path | None = None
-    window: dict[str, Any] = {}
-    stage_now = ["starting"]
-
-    def stage(name: str) -> None:
-        stage_now[0] = name
-        rep.stage(name)
-
+    run = _Capture(run_dir, rep)
     try:
-        port = free_loopback_port()
-        cmd = build_server_command(spec, info, run_dir, port, hook_dir=HOOK_DIR)
-        trace_dir = cmd.trace_dir
-        cmd.trace_dir.mkdir()
-        update_run_json(run_dir, server={"argv": cmd.argv, "env_added": cmd.env, "port": port,
-                                         "profiler_style": cmd.style, "vllm_profiler": cmd.vllm_profiler,
-                                         "window_control": cmd.window_control, "profiler_config": cmd.profiler_config,
-                                         "notes": cmd.notes, "log": SERVER_LOG})
-        if spec.profiler != "torch" and shutil.which(cmd.argv[0]) is None:
-            raise CopyprofError(f"--profiler {spec.profiler}: `{cmd.argv[0]}` is not on PATH (ROCm: rocprofiler-sdk "
-                                "ships rocprofv3; CUDA: Nsight Systems ships nsys)", exit_code=EXIT_CAPTURE_FAILED)
-        server = ServerProcess(cmd.argv, _server_env(cmd.env), run_dir / SERVER_LOG, port)
-        stage(f"server boot (vLLM {info.vllm_version}, port {port})")
-        server.start()
-        update_run_json(run_dir, server_pid=server.pid, server_pgid=server.pid)  # its own group: pgid == pid
-        boot_s = server.wait_healthy(opts.boot_timeout_s, on_tick=rep.detail)
-        update_run_json(run_dir, status=STATUS_CAPTURING, server_pid=server.pid, boot_s=round(boot_s, 1))
-
+        cmd = _boot(run, spec, opts, info)
         prefix, suffixes = build_prompts(spec.prefix_len, spec.suffix_len, spec.concurrency + 1,
                                          opts.vocab_size, seed=opts.seed)
-        stage("warm-up: one request fills the prefix cache")
-        status, body = _post(server, "/v1/completions", completion_body(prefix + suffixes[-1], 2, stream=False),
-                             opts.timeout_s, "warm-up")
-        if status != 200:
-            raise CopyprofError(f"warm-up request failed: HTTP {status}: {body[:300].decode('utf-8', 'replace')}",
-                                exit_code=EXIT_CAPTURE_FAILED)
-        server.check_alive("warm-up")
-
-        stage(f"cohort: {spec.concurrency} streams, waiting for every first token")
-        retries: list[dict[str, Any]] = []
-        window["cohort_retries"] = retries
-        for attempt in range(1, COHORT_ATTEMPTS + 1):
-            cohort = Cohort(port, [prefix + s for s in suffixes[:-1]], spec.max_tokens, opts.timeout_s)
-            if _cohort_started_together(cohort, spec, opts.timeout_s, server, attempt, retries, rep):
-                break
-        else:
-            last = retries[-1]["tokens_per_request"]
-            raise CopyprofError(f"the cohort's {spec.concurrency} requests did not start together in {COHORT_ATTEMPTS} "
-                                f"attempts (tokens per request when the last got its first token: {last}, of "
-                                f"{spec.max_tokens}): the client may be short of CPU; or raise --decode-tokens",
-                                exit_code=EXIT_CAPTURE_FAILED)
-        at_start = cohort.token_counts()
-
-        stage(f"profile window: {spec.steps} decode steps")
-        body_req = {"max_iterations": spec.steps} if cmd.window_control == "max_iterations" else None
-        t0 = time.monotonic()
-        status, body = _post(server, "/start_profile", body_req, opts.timeout_s, "the profile window")
-        if status != 200:
-            raise CopyprofError(f"POST /start_profile answered HTTP {status} (404 means vLLM did not get the profiler "
-                                f"configuration): {body[:300].decode('utf-8', 'replace')}",
-                                exit_code=EXIT_CAPTURE_FAILED)
-        started = cohort.token_counts()
-        cohort.wait_all_tokens([c + spec.window_tokens for c in started], opts.timeout_s,
-                               f"{spec.steps} decode steps", check=lambda grace_s=0.0: server.check_alive("the profile window", grace_s))
-        status, body = _post(server, "/stop_profile", None, opts.timeout_s, "the profile window")
-        at_stop = cohort.token_counts()
-        intact = all(c < spec.max_tokens for c in at_stop) and not any(r.finished for r in cohort.records)
-        window = {"control": cmd.window_control, "tokens_at_first_token_barrier": at_start,
-                  "tokens_at_start_profile": started, "tokens_at_stop_profile": at_stop,
-                  "stop_profile_http": status, "window_s": round(time.monotonic() - t0, 3),
-                  "cohort_intact_through_window": intact, "cohort_retries": retries,
-                  "client_longest_stall_s": round(cohort.longest_stall_s, 3)}
-        update_run_json(run_dir, window=window)
-        if not intact:
-            rep.info("warning: a request finished inside the window; raise --decode-tokens")
-
-        stage("trace flush")
-        if spec.profiler == "torch":
-            wait_complete(cmd.trace_dir, torch_ready(spec.tp), f"{spec.tp} complete rank trace(s)", opts.timeout_s,
-                          check=lambda: server.check_alive("the trace flush"), on_tick=rep.detail)
-            cohort.cancel()
-            how = server.stop()
-        else:  # rocprofv3 and nsys write their files when the server exits
-            cohort.cancel()
-            how = server.stop(graceful_s=max(60.0, opts.timeout_s))
-            ready = rocprof_ready if spec.profiler == "rocprofv3" else nsys_ready
-            wait_complete(cmd.trace_dir, ready, f"{spec.profiler} output", opts.timeout_s, on_tick=rep.detail)
-            if spec.profiler == "nsys":
-                nsys_export_sqlite(cmd.trace_dir, opts.timeout_s)
-        _write_metrics(run_dir, cohort, {"window": window})
-        traces = [str(p.relative_to(run_dir)) for p in rank_traces(list_files(cmd.trace_dir))]
-        stage("completeness check of the trace")
-        completeness = check_capture(cmd.trace_dir)
-        if completeness.get("message"):
-            rep.info(f"warning: {completeness['message']}")
-        update_run_json(run_dir, status=STATUS_COMPLETE, finished=utc_now_iso(), server_stop=how,
-                        server_exit_code=server.exit_code, rank_traces=traces, files=_rel_files(run_dir),
-                        completeness=completeness, vllm_engine=engine_facts(run_dir / SERVER_LOG))
+        _warm_up(run, prefix + suffixes[-1], opts)
+        cohort = _admit_cohort(run, spec, opts, [prefix + s for s in suffixes[:-1]])
+        _profile_window(run, cmd, spec, opts, cohort)
+        server_stop = _flush_traces(run, cmd, spec, opts, cohort)
+        _complete(run, cmd, cohort, server_stop)
         return run_dir
     except BaseException as exc:
-        err: BaseException = exc
-        if isinstance(exc, OSError):  # a write or a connection not explained above: still one line, exit 3
-            err = CopyprofError(f"{stage_now[0]}: {type(exc).__name__}: {exc}", exit_code=EXIT_CAPTURE_FAILED)
-        why = ("interrupted (Ctrl-C); server stopped, files kept" if isinstance(exc, KeyboardInterrupt)
-               else (str(err).splitlines() or [type(err).__name__])[0])
-        unrecorded = _record_failure(run_dir, why, stage_now[0], server, cohort, window, trace_dir)
-        if isinstance(err, CopyprofError):
-            if err.exit_code != EXIT_CAPTURE_FAILED and server is not None:
-                err.exit_code = EXIT_CAPTURE_FAILED
-            if unrecorded and "run.json" not in str(err):
-                err.args = (f"{err}; and run.json could not be updated: {unrecorded}",)
+        err = _failure(run, exc)
         if err is exc:
             raise
         raise err from exc
     finally:
-        if server is not None:
-            server.stop(graceful_s=30.0)
+        if run.server is not None:
+            run.server.stop(graceful_s=30.0)

@@ -116,7 +116,7 @@ def describe_usable(run_dir: Path, trace_dir: Path | None) -> dict[str, object]:
         verdict = "no: no trace that copyprof reads was written before the run stopped"
     elif cut:
         verdict = (f"partial: {len(cut)} of {len(nonempty)} trace file(s) are cut short; copyprof report reads the "
-                   "events before the cut")
+                   "events before the cut (and says so where none of them is GPU work)")
     else:
         verdict = "yes"
     return {"traces": traces, "client_metrics": metrics, "report": verdict}
