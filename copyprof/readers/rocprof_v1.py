@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -77,12 +78,46 @@ class _LastLine:
 
 
 def _read_rows(reader: Any, lines: _LastLine, col: dict[str, int], width: int, path: str) -> Trace:
+    """The data rows after the header -> one kernel-only Trace (or a CopyprofError with no row)."""
+    rows = _parse_rows(reader, col, width)
+    warnings, stop = _ending_notes(rows, lines)
+    if not rows.codes:
+        raise CopyprofError(stop or ("no kernel rows (only a header)" if not rows.bad else "no readable kernel rows"),
+                            path=path)
+    a = {k: np.asarray(v, dtype=np.int64) for k, v in rows.ints.items()}
+    n = len(rows.codes)
+    table = make_table(np.asarray(rows.codes, dtype=np.int32), list(rows.names), _kernel_columns(a, n))
+    pids = sorted(set(a["pid"][a["pid"] >= 0].tolist()))
+    if len(pids) > 1:
+        warnings.append(f"rows from {len(pids)} processes ({', '.join(map(str, pids[:8]))}) kept in one trace, rank 0")
+    meta = TraceMeta(
+        path=path, format="rocprof-v1", flavour="rocprofiler-v1", ranks=[0],
+        metadata={"pids": pids, "columns": list(col)}, kind_counts={"kernel": n}, grid_unit="work-items",
+        warnings=warnings, partial=f"read {n} kernel rows; {stop}" if stop else None)
+    return Trace(meta, table)
+
+
+@dataclass
+class _Rows:
+    """What the row loop collected: the kernel names' codes, the integer columns, and where it failed."""
+
+    names: dict[str, int]  # kernel name -> code, in order of first appearance
+    codes: list[int]
+    ints: dict[str, list[int]]  # start_ns, end_ns and the _INT_FIELDS keys, one value per kept row
+    bad: list[int]  # line numbers (1-based rows after the header) that did not parse
+    stop: str | None  # why reading stopped before the end of the file, if it did
+    row_no: int  # the last row reached
+
+
+def _parse_rows(reader: Any, col: dict[str, int], width: int) -> _Rows:
+    """Parse every data row into Python lists; a malformed row is skipped and its number kept,
+    a CSV or decompression error ends the loop with the rows so far."""
     i_name, i_begin, i_end = (col[c] for c in _REQUIRED)
     extra = {key: col.get(name) for key, name in _INT_FIELDS.items()}
     names: dict[str, int] = {}
     codes: list[int] = []
     ints: dict[str, list[int]] = {k: [] for k in ("start_ns", "end_ns", *extra)}
-    bad: list[int] = []  # line numbers (1-based rows after the header) that did not parse
+    bad: list[int] = []
     stop: str | None = None
     row_no = 0
     try:
@@ -108,42 +143,38 @@ def _read_rows(reader: Any, lines: _LastLine, col: dict[str, int], width: int, p
                 ints[k].append(v)
     except (csv.Error, *DECOMPRESS_ERRORS) as exc:  # NUL bytes, broken gzip stream
         stop = f"reading stopped at row {row_no + 1} ({type(exc).__name__}: {exc})"
+    return _Rows(names, codes, ints, bad, stop, row_no)
 
+
+def _ending_notes(rows: _Rows, lines: _LastLine) -> tuple[list[str], str | None]:
+    """(warnings, stop note) about how the file ends and the rows skipped; a malformed last row
+    without a newline is a cut, not a malformed row, and is dropped from ``rows.bad``."""
+    bad, stop = rows.bad, rows.stop
     warnings: list[str] = []
-    cut_last = bool(bad) and bad[-1] == row_no and not lines.last.endswith(("\n", "\r"))
+    cut_last = bool(bad) and bad[-1] == rows.row_no and not lines.last.endswith(("\n", "\r"))
     if cut_last:
         bad.pop()
-        stop = stop or f"the last row ({row_no}) is cut off: the file ends mid-row"
-    elif codes and not lines.last.endswith(("\n", "\r")) and stop is None:
+        stop = stop or f"the last row ({rows.row_no}) is cut off: the file ends mid-row"
+    elif rows.codes and not lines.last.endswith(("\n", "\r")) and stop is None:
         # A row can be cut inside its last number and still parse; no newline says so.
         warnings.append("the file does not end with a newline: the last row may be cut short")
     if bad:
         warnings.append(f"skipped {len(bad)} malformed rows (first: data row {bad[0]})")
-    if not codes:
-        raise CopyprofError(stop or ("no kernel rows (only a header)" if not bad else "no readable kernel rows"),
-                            path=path)
+    return warnings, stop
 
-    a = {k: np.asarray(v, dtype=np.int64) for k, v in ints.items()}
-    n = len(codes)
+
+def _kernel_columns(a: dict[str, np.ndarray], n: int) -> dict[str, Any]:
+    """The event-table columns of ``n`` kernel rows; ``grd``/``wgr`` (work-items) become blocks."""
     wgr, grd = a["wgr"], a["grd"]
     ok = (wgr > 0) & (grd >= 0)
     blocks = np.where(ok, -(-grd // np.where(ok, wgr, 1)), -1)  # ceil: partial workgroups allowed
     ones = np.where(ok, 1, -1)
-    cols = {
+    return {
         "kind": ["kernel"] * n, "on_gpu": np.ones(n, dtype=bool), "device": a["device"], "stream": a["stream"],
         "start_ns": a["start_ns"], "dur_ns": np.maximum(a["end_ns"] - a["start_ns"], 0),
         "grid_x": blocks, "grid_y": ones, "grid_z": ones,
         "block_x": np.where(ok, wgr, -1), "block_y": ones, "block_z": ones,
     }
-    table = make_table(np.asarray(codes, dtype=np.int32), list(names), cols)
-    pids = sorted(set(a["pid"][a["pid"] >= 0].tolist()))
-    if len(pids) > 1:
-        warnings.append(f"rows from {len(pids)} processes ({', '.join(map(str, pids[:8]))}) kept in one trace, rank 0")
-    meta = TraceMeta(
-        path=path, format="rocprof-v1", flavour="rocprofiler-v1", ranks=[0],
-        metadata={"pids": pids, "columns": list(col)}, kind_counts={"kernel": n}, grid_unit="work-items",
-        warnings=warnings, partial=f"read {n} kernel rows; {stop}" if stop else None)
-    return Trace(meta, table)
 
 
 def _int(row: list[str], i: int | None) -> int:

@@ -302,6 +302,28 @@ def read_rocprofv3_csv(paths: list[str]) -> list[Trace]:
     """Read one group of rocprofv3 CSV files (see ``csv_groups``) into a one-element list."""
     if not paths:
         raise CopyprofError("no rocprofv3 CSV files given")
+    frames, notes = _load_group(paths)
+    agents = _agents_of(frames)
+    parts: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    stream_fields: set[str] = set()
+    for p, df in frames["kernel"]:
+        kernels, field = _kernel_part(p, df, agents)
+        parts.append(kernels)
+        stream_fields.add(field)
+    parts += [_memcpy_part(p, df, agents) for p, df in frames["memcpy"]]
+    pids: set[int] = set()
+    for p, df in frames["api"]:
+        parts.append(_api_part(p, df, warnings, pids))
+    meta = TraceMeta(path=paths[0], format="rocprofv3-csv", flavour="rocprofiler-sdk", ranks=[0],
+                     devices=agents.devices, metadata=_metadata(paths, pids, stream_fields), warnings=warnings,
+                     partial="; ".join(notes) if notes else None)
+    return [finish_meta(meta, assemble(parts), parts)]
+
+
+def _load_group(paths: list[str]) -> tuple[dict[str, list[tuple[str, pd.DataFrame]]], list[str]]:
+    """Load every file: ({domain: [(path, frame)]}, partial notes); a group without a trace file
+    or without any row is a CopyprofError."""
     frames: dict[str, list[tuple[str, pd.DataFrame]]] = defaultdict(list)
     notes: list[str] = []
     for p in paths:
@@ -313,7 +335,12 @@ def read_rocprofv3_csv(paths: list[str]) -> list[Trace]:
         raise CopyprofError("only agent_info, no kernel/memory copy/API trace", path=paths[0])
     if not any(len(df) for _, df in events_files):
         raise CopyprofError("has a header but no rows", path=events_files[0][0])
+    return frames, notes
 
+
+def _agents_of(frames: dict[str, list[tuple[str, pd.DataFrame]]]) -> _Agents:
+    """The agent map of the group: agent_info's when there is one, else the GPU agents seen in
+    the kernels' ``Agent_Id`` and on the device side of the copies."""
     gpu_seen: set[int] = set()
     for _, df in frames["kernel"]:
         gpu_seen |= {k[1] for k in map(_agent_key, pd.unique(df["agent_id"].astype(str))) if k and k[0] == "agent"}
@@ -324,54 +351,63 @@ def read_rocprofv3_csv(paths: list[str]) -> list[Trace]:
                 keys = map(_agent_key, pd.unique(df.loc[side, col].astype(str)))
                 gpu_seen |= {k[1] for k in keys if k and k[0] == "agent"}
     info_path, info = (frames["agents"][0] if frames["agents"] else (None, None))
-    agents = _Agents(info, gpu_seen, info_path)
+    return _Agents(info, gpu_seen, info_path)
 
-    parts: list[dict[str, Any]] = []
-    warnings: list[str] = []
-    stream_fields: set[str] = set()
-    for p, df in frames["kernel"]:
-        start, end = _ints(df, "start_timestamp", p, True), _ints(df, "end_timestamp", p, True)
-        stream = _ints(df, "stream_id", p)
-        field = "stream_id" if "stream_id" in df and (stream > 0).any() else "queue_id"
-        stream_fields.add(field)
-        wg = [_ints(df, f"workgroup_size_{a}", p) for a in "xyz"]
-        grid = [grid_blocks(_ints(df, f"grid_size_{a}", p), w) for a, w in zip("xyz", wg)]
-        parts.append(part("kernel", df["kernel_name"].astype(str).to_numpy(), start, end,
-                          on_gpu=True, device=agents.map(df["agent_id"]),
-                          stream=stream if field == "stream_id" else _ints(df, "queue_id", p),
-                          correlation=_ints(df, "correlation_id", p),
-                          grid_x=grid[0], grid_y=grid[1], grid_z=grid[2],
-                          block_x=wg[0], block_y=wg[1], block_z=wg[2],
-                          graph_id=_ints(df, "graph_exec_id", p), graph_node_id=_ints(df, "graph_node_id", p)))
-    for p, df in frames["memcpy"]:
-        start, end = _ints(df, "start_timestamp", p, True), _ints(df, "end_timestamp", p, True)
-        direction = df["direction"].astype(str)
-        src_side, dst_side = _device_side(direction)
-        dev = np.full(len(df), -1, np.int64)
-        if "source_agent_id" in df:
-            dev = np.where(src_side, agents.map(df["source_agent_id"]), dev)
-        if "destination_agent_id" in df:
-            dev = np.where(dst_side, agents.map(df["destination_agent_id"]), dev)
-        parts.append(part("memcpy", direction.map(memcpy_name).to_numpy(), start, end, on_gpu=True,
-                          device=dev, stream=_ints(df, "stream_id", p),
-                          correlation=_ints(df, "correlation_id", p),
-                          copy_dir=direction.map(copy_dir_of).to_numpy().astype(object)))
-    pids: set[int] = set()
-    for p, df in frames["api"]:
-        dom = df["domain"].astype(str).str.strip().str.upper()
-        marker, hip = dom.str.startswith("MARKER").to_numpy(), dom.str.startswith("HIP").to_numpy()
-        keep = marker | hip
-        if (~keep).any():
-            skipped = Counter(dom[~keep])
-            warnings.append(f"{os.path.basename(p)}: skipped {int((~keep).sum())} rows of domains "
-                            + ", ".join(sorted(skipped)))
-        df = df[keep]
-        kind = np.where(marker[keep], "annotation", "runtime").astype(object)
-        pids |= set(_ints(df, "process_id", p).tolist()) - {-1}
-        parts.append(part(kind, df["function"].astype(str).to_numpy(), _ints(df, "start_timestamp", p, True),
-                          _ints(df, "end_timestamp", p, True), stream=_ints(df, "thread_id", p),
-                          correlation=_ints(df, "correlation_id", p)))
 
+def _kernel_part(p: str, df: pd.DataFrame, agents: _Agents) -> tuple[dict[str, Any], str]:
+    """(one kernel_trace file's part, the field its streams came from): ``Stream_Id`` when the
+    file has one that is ever set, else ``Queue_Id``."""
+    start, end = _ints(df, "start_timestamp", p, True), _ints(df, "end_timestamp", p, True)
+    stream = _ints(df, "stream_id", p)
+    field = "stream_id" if "stream_id" in df and (stream > 0).any() else "queue_id"
+    wg = [_ints(df, f"workgroup_size_{a}", p) for a in "xyz"]
+    grid = [grid_blocks(_ints(df, f"grid_size_{a}", p), w) for a, w in zip("xyz", wg)]
+    return part("kernel", df["kernel_name"].astype(str).to_numpy(), start, end,
+                on_gpu=True, device=agents.map(df["agent_id"]),
+                stream=stream if field == "stream_id" else _ints(df, "queue_id", p),
+                correlation=_ints(df, "correlation_id", p),
+                grid_x=grid[0], grid_y=grid[1], grid_z=grid[2],
+                block_x=wg[0], block_y=wg[1], block_z=wg[2],
+                graph_id=_ints(df, "graph_exec_id", p), graph_node_id=_ints(df, "graph_node_id", p)), field
+
+
+def _memcpy_part(p: str, df: pd.DataFrame, agents: _Agents) -> dict[str, Any]:
+    """One memory_copy_trace file's part, each copy on the device at its GPU end."""
+    start, end = _ints(df, "start_timestamp", p, True), _ints(df, "end_timestamp", p, True)
+    direction = df["direction"].astype(str)
+    src_side, dst_side = _device_side(direction)
+    dev = np.full(len(df), -1, np.int64)
+    if "source_agent_id" in df:
+        dev = np.where(src_side, agents.map(df["source_agent_id"]), dev)
+    if "destination_agent_id" in df:
+        dev = np.where(dst_side, agents.map(df["destination_agent_id"]), dev)
+    return part("memcpy", direction.map(memcpy_name).to_numpy(), start, end, on_gpu=True,
+                device=dev, stream=_ints(df, "stream_id", p),
+                correlation=_ints(df, "correlation_id", p),
+                copy_dir=direction.map(copy_dir_of).to_numpy().astype(object))
+
+
+def _api_part(p: str, df: pd.DataFrame, warnings: list[str], pids: set[int]) -> dict[str, Any]:
+    """One API trace file's part: HIP calls as runtime rows, markers as annotations; rows of
+    other domains are skipped with a warning. The file's process ids are added to ``pids``."""
+    dom = df["domain"].astype(str).str.strip().str.upper()
+    marker, hip = dom.str.startswith("MARKER").to_numpy(), dom.str.startswith("HIP").to_numpy()
+    keep = marker | hip
+    if (~keep).any():
+        skipped = Counter(dom[~keep])
+        warnings.append(f"{os.path.basename(p)}: skipped {int((~keep).sum())} rows of domains "
+                        + ", ".join(sorted(skipped)))
+    df = df[keep]
+    kind = np.where(marker[keep], "annotation", "runtime").astype(object)
+    pids |= set(_ints(df, "process_id", p).tolist()) - {-1}
+    return part(kind, df["function"].astype(str).to_numpy(), _ints(df, "start_timestamp", p, True),
+                _ints(df, "end_timestamp", p, True), stream=_ints(df, "thread_id", p),
+                correlation=_ints(df, "correlation_id", p))
+
+
+def _metadata(paths: list[str], pids: set[int], stream_fields: set[str]) -> dict[str, Any]:
+    """The group's files and folder, its pid (from the ``<pid>_`` prefix, else the one process
+    of the API rows), a prefix that is not a pid, and the stream fields used."""
     prefix = _FILE_RE.match(os.path.basename(paths[0]))
     pre = prefix["prefix"].rstrip("_") if prefix else ""
     metadata: dict[str, Any] = {"files": [os.path.basename(p) for p in paths],
@@ -379,12 +415,9 @@ def read_rocprofv3_csv(paths: list[str]) -> list[Trace]:
     if pre.isdigit():
         metadata["pid"] = int(pre)
     elif len(pids) == 1:
-        metadata["pid"] = pids.pop()
+        metadata["pid"] = next(iter(pids))
     if pre and not pre.isdigit():
         metadata["prefix"] = pre
     if stream_fields:
         metadata["stream_field"] = "/".join(sorted(stream_fields))
-    meta = TraceMeta(path=paths[0], format="rocprofv3-csv", flavour="rocprofiler-sdk", ranks=[0],
-                     devices=agents.devices, metadata=metadata, warnings=warnings,
-                     partial="; ".join(notes) if notes else None)
-    return [finish_meta(meta, assemble(parts), parts)]
+    return metadata

@@ -15,6 +15,7 @@ MEMORY_COPY=10, KERNEL_DISPATCH=11); the file carries its own name table, so use
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Annotated, Any, Union
 
 import msgspec
@@ -182,10 +183,38 @@ def read_rocprofv3_json(path: str) -> list[Trace]:
 
 
 def _process(path: str, proc: Process) -> Trace:
+    """One element of ``rocprofiler-sdk-tool`` -> its Trace."""
     names = proc.strings.buffer_records
     warnings: list[str] = []
     if not names:
         warnings.append("no strings.buffer_records table: record kinds were not checked")
+    kind_name, op_name = _name_lookups(names)
+    device_of, devices = _gpu_devices(proc.agents)
+    br = proc.buffer_records
+    parts: list[dict[str, Any]] = []
+    kd, skipped_kd = _of_kind(br.kernel_dispatch, "KERNEL_DISPATCH", kind_name if names else None)
+    mc, skipped_mc = _of_kind(br.memory_copy, "MEMORY_COPY", kind_name if names else None)
+    use_stream = any(r.stream_id is not None and r.stream_id.handle for r in kd)
+    if kd:
+        parts.append(_kernel_part(kd, proc.kernel_symbols, device_of, use_stream, warnings))
+    if mc:
+        parts.append(_memcpy_part(mc, op_name, device_of))
+    if br.hip_api:
+        parts.append(_hip_part(br.hip_api, op_name))
+    if br.marker_api:
+        parts.append(_marker_part(br.marker_api, proc.strings.marker_api, op_name))
+    if skipped_kd + skipped_mc:
+        warnings.append(f"skipped {skipped_kd + skipped_mc} buffer records whose kind did not match their list")
+    meta = TraceMeta(path=path, format="rocprofv3-json", flavour="rocprofiler-sdk", ranks=[0],
+                     devices=devices, metadata=_metadata(proc.metadata, use_stream), warnings=warnings)
+    if not parts:
+        meta.warnings.append(f"process {proc.metadata.pid} in {os.path.basename(path)} has no trace records")
+    return finish_meta(meta, assemble(parts), parts)
+
+
+def _name_lookups(names: list[NameInfo]) -> tuple[Callable[[int], str | None], Callable[[int, int], str]]:
+    """(kind name of a record's ``kind``, operation name of its ``kind`` and ``operation``) from
+    the file's own ``strings.buffer_records`` table; closures, as they run once per record."""
 
     def kind_name(k: int) -> str | None:
         return names[k].kind if 0 <= k < len(names) else None
@@ -194,77 +223,84 @@ def _process(path: str, proc: Process) -> Trace:
         ops = names[k].operations if 0 <= k < len(names) else []
         return ops[op] if 0 <= op < len(ops) else ""
 
-    gpu_agents = [a for a in proc.agents if a.type == 2]
+    return kind_name, op_name
+
+
+def _gpu_devices(agents: list[Agent]) -> tuple[dict[int, int], list[dict[str, Any]]]:
+    """(agent handle -> device ordinal, the devices' descriptions) of the GPU agents (type 2)."""
+    gpu_agents = [a for a in agents if a.type == 2]
     device_of = {a.id.handle: i for i, a in enumerate(gpu_agents)}
     devices = [{"index": i, "name": a.product_name or a.name or None, "arch": a.name or None,
                 "cus": a.cu_count or None, "product_name": a.product_name or None,
                 "node_id": a.node_id, "agent": a.id.handle} for i, a in enumerate(gpu_agents)]
-    br = proc.buffer_records
-    parts: list[dict[str, Any]] = []
-    skipped = 0
-    use_stream = False
+    return device_of, devices
 
-    kd = br.kernel_dispatch
-    if names:
-        keep = [r for r in kd if kind_name(r.kind) == "KERNEL_DISPATCH"]
-        skipped += len(kd) - len(keep)
-        kd = keep
-    if kd:
-        # formatted = demangled with ".kd" stripped (rocprofv3's default display name)
-        sym = {s.kernel_id: s.formatted_kernel_name or s.kernel_name.removesuffix(".kd")
-               for s in proc.kernel_symbols}
-        unknown = {r.dispatch_info.kernel_id for r in kd} - sym.keys()
-        if unknown:
-            warnings.append(f"{len(unknown)} kernel ids have no kernel_symbols entry")
-        di = [r.dispatch_info for r in kd]
-        use_stream = any(r.stream_id is not None and r.stream_id.handle for r in kd)
-        wg = [np.fromiter((getattr(d.workgroup_size, a) for d in di), np.int64, len(di)) for a in "xyz"]
-        grid = [grid_blocks(np.fromiter((getattr(d.grid_size, a) for d in di), np.int64, len(di)), w)
-                for a, w in zip("xyz", wg)]
-        stream = ([r.stream_id.handle if r.stream_id is not None else -1 for r in kd] if use_stream
-                  else [d.queue_id.handle for d in di])
-        parts.append(part(
-            "kernel", [sym.get(d.kernel_id, f"kernel_id {d.kernel_id}") for d in di],
-            _col(kd, "start_timestamp"), _col(kd, "end_timestamp"), on_gpu=True,
-            device=np.array([device_of.get(d.agent_id.handle, -1) for d in di], np.int64),
-            stream=np.array(stream, np.int64), correlation=_corr(kd), external_id=_ext(kd),
-            grid_x=grid[0], grid_y=grid[1], grid_z=grid[2], block_x=wg[0], block_y=wg[1], block_z=wg[2]))
 
-    mc = br.memory_copy
-    if names:
-        keep_mc = [r for r in mc if kind_name(r.kind) == "MEMORY_COPY"]
-        skipped += len(mc) - len(keep_mc)
-        mc = keep_mc
-    if mc:
-        direction = [op_name(r.kind, r.operation) for r in mc]
-        dirs = [copy_dir_of(d) for d in direction]
-        dev = [device_of.get(r.dst_agent_id.handle if d == "HtoD" else r.src_agent_id.handle, -1)
-               if d in ("HtoD", "DtoH", "DtoD") else -1 for r, d in zip(mc, dirs)]
-        parts.append(part(
-            "memcpy", [memcpy_name(d) for d in direction], _col(mc, "start_timestamp"),
-            _col(mc, "end_timestamp"), on_gpu=True, device=np.array(dev, np.int64),
-            stream=np.array([r.stream_id.handle if r.stream_id is not None else -1 for r in mc], np.int64),
-            correlation=_corr(mc), external_id=_ext(mc), bytes=_col(mc, "bytes"),
-            copy_dir=np.array(dirs, dtype=object)))
+def _of_kind(records: list[Any], kind: str, kind_name: Callable[[int], str | None] | None) -> tuple[list[Any], int]:
+    """(the records whose kind is ``kind``, how many others were dropped); all of them when the
+    file has no name table to check against (``kind_name`` None)."""
+    if kind_name is None:
+        return records, 0
+    keep = [r for r in records if kind_name(r.kind) == kind]
+    return keep, len(records) - len(keep)
 
-    if br.hip_api:
-        parts.append(part("runtime", [op_name(r.kind, r.operation) or f"hip_api {r.operation}" for r in br.hip_api],
-                          _col(br.hip_api, "start_timestamp"), _col(br.hip_api, "end_timestamp"),
-                          stream=_col(br.hip_api, "thread_id"), correlation=_corr(br.hip_api),
-                          external_id=_ext(br.hip_api)))
-    if br.marker_api:
-        msgs = proc.strings.marker_api
-        text = ({int(k): v for k, v in msgs.items() if k.strip().lstrip("-").isdigit()} if isinstance(msgs, dict)
-                else {m.key: m.value for m in msgs})
-        mk = br.marker_api
-        parts.append(part("annotation",
-                          [text.get(r.correlation_id.internal) or op_name(r.kind, r.operation) for r in mk],
-                          _col(mk, "start_timestamp"), _col(mk, "end_timestamp"),
-                          stream=_col(mk, "thread_id"), correlation=_corr(mk), external_id=_ext(mk)))
-    if skipped:
-        warnings.append(f"skipped {skipped} buffer records whose kind did not match their list")
 
-    md = proc.metadata
+def _kernel_part(kd: list[KernelDispatch], symbols: list[KernelSymbol], device_of: dict[int, int],
+                 use_stream: bool, warnings: list[str]) -> dict[str, Any]:
+    """The kernel dispatches' part, named by their kernel symbols; the stream is the HIP stream
+    when the file has one (``use_stream``), else the queue."""
+    # formatted = demangled with ".kd" stripped (rocprofv3's default display name)
+    sym = {s.kernel_id: s.formatted_kernel_name or s.kernel_name.removesuffix(".kd") for s in symbols}
+    unknown = {r.dispatch_info.kernel_id for r in kd} - sym.keys()
+    if unknown:
+        warnings.append(f"{len(unknown)} kernel ids have no kernel_symbols entry")
+    di = [r.dispatch_info for r in kd]
+    wg = [np.fromiter((getattr(d.workgroup_size, a) for d in di), np.int64, len(di)) for a in "xyz"]
+    grid = [grid_blocks(np.fromiter((getattr(d.grid_size, a) for d in di), np.int64, len(di)), w)
+            for a, w in zip("xyz", wg)]
+    stream = ([r.stream_id.handle if r.stream_id is not None else -1 for r in kd] if use_stream
+              else [d.queue_id.handle for d in di])
+    return part(
+        "kernel", [sym.get(d.kernel_id, f"kernel_id {d.kernel_id}") for d in di],
+        _col(kd, "start_timestamp"), _col(kd, "end_timestamp"), on_gpu=True,
+        device=np.array([device_of.get(d.agent_id.handle, -1) for d in di], np.int64),
+        stream=np.array(stream, np.int64), correlation=_corr(kd), external_id=_ext(kd),
+        grid_x=grid[0], grid_y=grid[1], grid_z=grid[2], block_x=wg[0], block_y=wg[1], block_z=wg[2])
+
+
+def _memcpy_part(mc: list[MemoryCopy], op_name: Callable[[int, int], str], device_of: dict[int, int]) -> dict[str, Any]:
+    """The memory copies' part; a copy's device is the GPU end (dst for HtoD, src for DtoH/DtoD)."""
+    direction = [op_name(r.kind, r.operation) for r in mc]
+    dirs = [copy_dir_of(d) for d in direction]
+    dev = [device_of.get(r.dst_agent_id.handle if d == "HtoD" else r.src_agent_id.handle, -1)
+           if d in ("HtoD", "DtoH", "DtoD") else -1 for r, d in zip(mc, dirs)]
+    return part(
+        "memcpy", [memcpy_name(d) for d in direction], _col(mc, "start_timestamp"),
+        _col(mc, "end_timestamp"), on_gpu=True, device=np.array(dev, np.int64),
+        stream=np.array([r.stream_id.handle if r.stream_id is not None else -1 for r in mc], np.int64),
+        correlation=_corr(mc), external_id=_ext(mc), bytes=_col(mc, "bytes"),
+        copy_dir=np.array(dirs, dtype=object))
+
+
+def _hip_part(hip: list[ApiRecord], op_name: Callable[[int, int], str]) -> dict[str, Any]:
+    """The HIP API calls' part (runtime rows on their thread)."""
+    return part("runtime", [op_name(r.kind, r.operation) or f"hip_api {r.operation}" for r in hip],
+                _col(hip, "start_timestamp"), _col(hip, "end_timestamp"),
+                stream=_col(hip, "thread_id"), correlation=_corr(hip), external_id=_ext(hip))
+
+
+def _marker_part(mk: list[ApiRecord], msgs: Union[list[MarkerMessage], dict[str, str]],
+                 op_name: Callable[[int, int], str]) -> dict[str, Any]:
+    """The marker (roctx) ranges' part, each named by its message, else by its operation."""
+    text = ({int(k): v for k, v in msgs.items() if k.strip().lstrip("-").isdigit()} if isinstance(msgs, dict)
+            else {m.key: m.value for m in msgs})
+    return part("annotation", [text.get(r.correlation_id.internal) or op_name(r.kind, r.operation) for r in mk],
+                _col(mk, "start_timestamp"), _col(mk, "end_timestamp"),
+                stream=_col(mk, "thread_id"), correlation=_corr(mk), external_id=_ext(mk))
+
+
+def _metadata(md: Metadata, use_stream: bool) -> dict[str, Any]:
+    """The process's metadata with unset values left out, and which field the streams came from."""
     metadata: dict[str, Any] = {"pid": md.pid, "command": " ".join(md.command) or None,
                                 "init_time_ns": md.init_time, "fini_time_ns": md.fini_time}
     if md.node is not None:
@@ -272,11 +308,7 @@ def _process(path: str, proc: Process) -> Trace:
                         os=f"{md.node.system_name} {md.node.release}".strip())
     metadata = {k: v for k, v in metadata.items() if v not in (None, "", -1)}
     metadata["stream_field"] = "stream_id" if use_stream else "queue_id"
-    meta = TraceMeta(path=path, format="rocprofv3-json", flavour="rocprofiler-sdk", ranks=[0],
-                     devices=devices, metadata=metadata, warnings=warnings)
-    if not parts:
-        meta.warnings.append(f"process {md.pid} in {os.path.basename(path)} has no trace records")
-    return finish_meta(meta, assemble(parts), parts)
+    return metadata
 
 
 def _col(records: list[Any], field: str) -> np.ndarray:

@@ -26,9 +26,9 @@ from copyprof.analysis.wording import fmt_ms
 from copyprof.models.layout import kind_label
 
 ARM_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3")
-# a copy's layer kind -> colour (K3's kinds keep the colours of earlier plots; any other kind
-# takes the next of KIND_COLOURS); "other-copy" is any copy outside a layer's post-projection
-# site and "" (not a copy) is drawn grey
+# a copy's layer kind -> colour (K3's kinds have fixed colours, so that figures compare across
+# reports; any other kind takes the next of SPARE_COLOURS); "other-copy" is any copy outside a
+# layer's post-projection site and "" (not a copy) is drawn grey
 KIND_COLOURS = {"mla": "#d62728", "kda": "#1f77b4"}
 SPARE_COLOURS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 OTHER_COPY_COLOUR = "#ff7f0e"
@@ -81,14 +81,35 @@ def plot_periods(ax: Axes, periods: Mapping[str, np.ndarray], shift: ShiftResult
     if pooled.size == 0:
         ax.text(0.5, 0.5, "no periods", ha="center", va="center", transform=ax.transAxes)
         return shift
+    lo, hi = _bulk_range(pooled)
+    shown = (pooled >= lo) & (pooled <= hi)
+    nbins = int(np.clip(1.5 * math.sqrt(shown.sum()), 10, 50))
+    edges: list[float] = np.histogram_bin_edges(pooled[shown], bins=nbins, range=(lo, hi)).tolist()
+    _draw_arms(ax, arms, edges, lo, hi)
+    ax.set_xlim(lo, hi)
+    top = ax.get_ylim()[1]
+    ax.set_ylim(0, top * 1.75)  # head-room for the CI bar and the legend box
+    extra = _draw_shift(ax, shift, arms, top) if shift is not None and len(arms) >= 2 else []
+    outside = int(pooled.size - shown.sum())
+    if outside:
+        extra.append(f"{outside} values beyond the axis (max {fmt_ms(float(pooled.max()))} ms)")
+    _period_legend(ax, extra)
+    return shift
+
+
+def _bulk_range(pooled: np.ndarray) -> tuple[float, float]:
+    """The x range of panel (a): the 0.5-99.5 % quantiles of the values within 8 robust SDs of
+    the pooled median, padded by 5 %."""
     centre, spread = float(np.median(pooled)), robust_noise(pooled)
     bulk = pooled[np.abs(pooled - centre) <= 8 * spread] if spread > 0 else pooled
     lo, hi = np.quantile(bulk, [0.005, 0.995])
     pad = max(hi - lo, 1e-6 * max(abs(hi), 1.0)) * 0.05
-    lo, hi = lo - pad, hi + pad
-    shown = (pooled >= lo) & (pooled <= hi)
-    nbins = int(np.clip(1.5 * math.sqrt(shown.sum()), 10, 50))
-    edges: list[float] = np.histogram_bin_edges(pooled[shown], bins=nbins, range=(lo, hi)).tolist()
+    return lo - pad, hi + pad
+
+
+def _draw_arms(ax: Axes, arms: Sequence[tuple[str, np.ndarray]], edges: list[float], lo: float, hi: float) -> None:
+    """Each arm's histogram of its values inside [lo, hi] on the shared ``edges``, filled and
+    outlined in the arm's colour, and its median as a dashed line."""
     for i, (name, v) in enumerate(arms):
         col = ARM_COLOURS[i % len(ARM_COLOURS)]
         if v.size == 0:
@@ -99,27 +120,30 @@ def plot_periods(ax: Axes, periods: Mapping[str, np.ndarray], shift: ShiftResult
         ax.hist(inside, bins=edges, histtype="step", lw=1.4, color=col,
                 label=f"{name}: n={v.size}, median {fmt_ms(med, 4)} ms (dashed)")
         ax.axvline(med, color=col, ls="--", lw=1.2)
-    ax.set_xlim(lo, hi)
-    top = ax.get_ylim()[1]
-    ax.set_ylim(0, top * 1.75)  # head-room for the CI bar and the legend box
+
+
+def _draw_shift(ax: Axes, shift: ShiftResult, arms: Sequence[tuple[str, np.ndarray]], top: float) -> list[str]:
+    """Draw the shift's CI as a bar at the baseline median + shift, above the histograms' ``top``;
+    returns the text-only legend rows (the saving when it has no finite interval, the noise)."""
     extra: list[str] = []
-    if shift is not None and len(arms) >= 2:
-        elo, ehi = shift.ci95_ms
-        slo, shi = shift.saving_ci95_ms
-        ci = (f"{_ci_label(shift)} [{fmt_ms(slo)}, {fmt_ms(shi)}]" if math.isfinite(slo) and math.isfinite(shi)
-              else f"no finite {_ci_label(shift)} (too few values)")
-        label = f"saving {arms[0][0]} \u2212 {arms[1][0]}: {fmt_ms(shift.saving_ms)} ms, {ci}"
-        if math.isfinite(elo) and math.isfinite(ehi):
-            c = float(np.median(arms[0][1])) + shift.estimate_ms
-            ax.errorbar([c], [top * 1.1], xerr=[[shift.estimate_ms - elo], [ehi - shift.estimate_ms]], fmt="o",
-                        color="black", capsize=4, ms=4, label=label)
-        else:
-            extra.append(label)
-        extra.append(f"noise (MAD\u00d71.4826) {arms[0][0]} / {arms[1][0]}: {fmt_ms(shift.noise_ms['baseline'])}"
-                     f" / {fmt_ms(shift.noise_ms['candidate'])} ms")
-    outside = int(pooled.size - shown.sum())
-    if outside:
-        extra.append(f"{outside} values beyond the axis (max {fmt_ms(float(pooled.max()))} ms)")
+    elo, ehi = shift.ci95_ms
+    slo, shi = shift.saving_ci95_ms
+    ci = (f"{_ci_label(shift)} [{fmt_ms(slo)}, {fmt_ms(shi)}]" if math.isfinite(slo) and math.isfinite(shi)
+          else f"no finite {_ci_label(shift)} (too few values)")
+    label = f"saving {arms[0][0]} \u2212 {arms[1][0]}: {fmt_ms(shift.saving_ms)} ms, {ci}"
+    if math.isfinite(elo) and math.isfinite(ehi):
+        c = float(np.median(arms[0][1])) + shift.estimate_ms
+        ax.errorbar([c], [top * 1.1], xerr=[[shift.estimate_ms - elo], [ehi - shift.estimate_ms]], fmt="o",
+                    color="black", capsize=4, ms=4, label=label)
+    else:
+        extra.append(label)
+    extra.append(f"noise (MAD\u00d71.4826) {arms[0][0]} / {arms[1][0]}: {fmt_ms(shift.noise_ms['baseline'])}"
+                 f" / {fmt_ms(shift.noise_ms['candidate'])} ms")
+    return extra
+
+
+def _period_legend(ax: Axes, extra: list[str]) -> None:
+    """One legend box: the arms, then the shift, then the text-only ``extra`` rows."""
     for line in extra:
         ax.plot([], [], " ", label=line)  # text-only legend rows
     handles, labels = ax.get_legend_handles_labels()
@@ -127,7 +151,6 @@ def plot_periods(ax: Axes, periods: Mapping[str, np.ndarray], shift: ShiftResult
     order = sorted(range(len(labels)), key=lambda i: rank[i])
     ax.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper left", fontsize=8,
               framealpha=0.95)
-    return shift
 
 
 def plot_sites(ax: Axes, sites: Mapping[str, Sequence[tuple[str, float]]]) -> None:

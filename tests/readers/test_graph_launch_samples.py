@@ -1,4 +1,4 @@
-"""Issue 18 on real traces: no false alarm of lost graph work, and the launch overhead as it is.
+"""Graph launches on real traces: no false alarm of lost graph work, and the launch overhead as it is.
 
 The expected figures are counted here from the raw JSON (gzip + json, no copyprof code): the
 GPU ops carrying each graph launch's correlation id, the launch calls' durations.

@@ -1,4 +1,4 @@
-"""Issue 15 defect 4: a merged multi-rank Kineto file is read as several ranks.
+"""A merged multi-rank Kineto file is read as several ranks, not as one rank of mixed events.
 
 The two merged layouts below follow the tools' code (copyprof/readers/kineto/merged.py names the
 files and commits): TraceLens' TraceFusion marks each event with ``args.rank`` and offsets int

@@ -1,12 +1,12 @@
-"""Issue 15 defect 1: a value of an unexpected type in a field the reader uses costs that
-field, never the event, and is said.
+"""A value of an unexpected type in a field the reader uses costs that field, never the
+event, and is said.
 
 The shape comes from a real trace: HolisticTraceAnalysis ``tests/data/triton_example/
 triton_example.json.gz`` (a torch.compile run) has a ``cpu_op`` ``triton_poi_fused_add_cos_sin_0``
 whose args hold Inductor's ``"grid": "grid(100,)"`` (a string where Kineto writes ``[x, y, z]``
-on kernels). Before the fix that op vanished from the counts, and a kernel given such a grid
-vanished from the table: no warning, no ``partial``. Both decoders (the native scanner and the
-Python path) must give the same table and the same warning.
+on kernels). Dropping the event for it would take that op out of the counts, and a kernel
+given such a grid out of the table, with no warning and no ``partial``. Both decoders (the
+native scanner and the Python path) must give the same table and the same warning.
 """
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ MI250 ROCm 6.2 (HTA)                14      2(0)         0      21     5     70 
 MI300X SGLang decode (TraceLens)   555      3(2)         0      29     2     61    821      1
 MI300X vLLM decode graph (TL)      425      9(9)         0      20     1    100    984      1
 
-python = cat "python_function" (Python frames of a trace with stacks, kept since issue 14).
+python = cat "python_function" (Python frames of a trace with stacks, kept: they name the code
+behind each copy).
 """
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""Issue 15 defect 2: valid JSON is never reported as damaged.
+"""Valid JSON is never reported as damaged, whatever keys follow ``traceEvents``.
 
 A Chrome trace is an object; keys may follow ``traceEvents`` in any order and hold anything:
 ``"INFO": []``, and SGLang's rank merger (sgl-project/sglang
 ``python/sglang/srt/utils/profile_merger.py``) writes ``traceEvents`` first and then the first
-rank's other keys plus every rank's ``deviceProperties`` after it. Before the fix the reader took
-the last ``]`` of the document for the array's end, so a tail array made it cut ``], "INFO": [``
-out as "skipped N bytes of damaged JSON". These tests put such tails after the array, read them
+rank's other keys plus every rank's ``deviceProperties`` after it. A reader that took the last
+``]`` of the document for the array's end would cut ``], "INFO": [`` out of such a file as
+"skipped N bytes of damaged JSON". These tests put such tails after the array, read them
 in one piece and across many pieces (the splitter cuts inside a tail's ``[{...}, {...}]`` too),
 serially and with worker processes, and check that real damage is still found and costs only
 itself.

@@ -2,9 +2,9 @@
 
 Why: a command that never builds a table (``copyprof --help``, ``models``, a one-line error
 about a bad path) should not pay pandas' ~0.3 s import, and the decode workers fork before
-pandas is loaded (a worker needs none of it). Until issue 17 pandas was also imported on a
-thread while the workers decoded; with the native scanner that overlap no longer paid
-(benchmarks/README.md, entry 28) and the thread was dropped.
+pandas is loaded (a worker needs none of it). pandas is not imported on a side thread while
+the workers decode either: with the native scanner that overlap does not pay for itself
+(benchmarks/README.md, entry 28).
 
 The check runs in a fresh interpreter: this test process has pandas loaded already.
 """

@@ -161,9 +161,10 @@ def test_phases_missing_null_and_unknown(tmp_path):
 
 
 def test_pool_that_cannot_be_built_means_a_serial_read(monkeypatch):
-    """The fuzzer's finding: 16 cores x 2 slots x 64 MB did not fit a 3 GiB address-space
-    limit and mmap's ENOMEM escaped as a traceback. A refused slot (or worker) now means no
-    pool — the caller reads serially — and nothing half-built is left behind."""
+    """An address-space limit can refuse the pool's memory (16 cores x 2 slots x 64 MB do not
+    fit in 3 GiB, a limit the fuzzer runs under), and mmap's ENOMEM must not escape as a
+    traceback: a refused slot (or worker) means no pool — the caller reads serially — and
+    nothing half-built is left behind."""
     import mmap as mmap_mod
 
     from copyprof.readers.kineto import pool as parallel

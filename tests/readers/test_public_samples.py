@@ -165,8 +165,8 @@ def test_inspect_reports_what_each_file_holds(samples):
 
 # Step level, samples with step annotations: (step rule, decode steps, excluded steps, tokens per
 # step, device-to-device copies per decode step), from tests/sample_census.kineto_step_copies. A step
-# holds the GPU work launched inside its range by any thread of the process (issue 15: the
-# autograd thread's and helper threads' launches are the step's too, and said in a note):
+# holds the GPU work launched inside its range by any thread of the process (the autograd
+# thread's and helper threads' launches are the step's work too, and said in a note):
 #   A100: 5 ProfilerStep ranges, each launching 1,375 GPU ops with 228 DtoD copies: 820 ops and 61
 #         copies from the range's own thread, 555 ops and 167 copies from thread 25556 (autograd).
 #         ProfilerStep says nothing about the batch: decode is assumed and tokens are copyprof's
@@ -214,7 +214,7 @@ def test_report_counts_the_annotated_steps(samples, name):
 
 
 # Step level, GPU-only samples (no step markers, no launch correlations): the idle-gap fallback
-# (issue 15) keeps a cut only when one segment size repeats, alone the most common, and holds
+# keeps a cut only when one segment size repeats, alone the most common, and holds
 # >= 10 kernels (a serving step launches tens at least). Independently: saxpy runs 5 iterations of
 # (HtoD, HtoD, kernel, DtoH) separated by >= 172 ms idle gaps (kernel and memcpy rows by start;
 # NVTX 'saxpy' x5 agrees): 1 kernel per segment. The report's own reasons for the other two

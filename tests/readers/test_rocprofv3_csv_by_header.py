@@ -1,8 +1,9 @@
-"""Issue 15 defect 6: rocprofv3 CSV parts are recognised by their header, not only by name.
+"""rocprofv3 CSV parts are recognised by their header, not only by name.
 
 rocprofv3 names its parts ``<prefix>_kernel_trace.csv`` & co.; people rename them when they
-collect or attach them (``kernels.csv``). Before the fix a directory of renamed parts gave "no
-trace found", and ``copyprof inspect kernels.csv`` printed nothing and exited 0. The content
+collect or attach them (``kernels.csv``). A reader that went by names alone would answer "no
+trace found" for a directory of renamed parts, and ``copyprof inspect kernels.csv`` would print
+nothing and exit 0. The content
 below is the project's generation-3 fixture (tests/data/rocprofv3/gen3), renamed.
 """
 from __future__ import annotations

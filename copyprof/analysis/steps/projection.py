@@ -2,9 +2,9 @@
 
 Why correlations and not times: on ROCm, graph kernels may run as a burst after the CPU marker
 (sglang #31545), so a kernel's GPU time says nothing about the step whose CPU range launched it;
-the runtime call's correlation id does. Why every thread of the process (issue 15): a
-``ProfilerStep#N`` range on the main thread owns what autograd's backward thread and helper
-threads launched inside its window.
+the runtime call's correlation id does. Why every thread of the process: a ``ProfilerStep#N``
+range on the main thread owns what autograd's backward thread and helper threads launched
+inside its window.
 """
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ def project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_ma
     other threads than the range's own launched (empty when the annotating thread alone gives
     the same steps).
 
-    A step owns what the process launched inside its window (issue 15): a ``ProfilerStep#N``
-    range on the main thread owns the kernels autograd's backward thread and helper threads
-    launched meanwhile. A call is claimed first by a range of its own thread (the rule for
-    ranges that several threads annotate, as before), and otherwise by any range of the
+    A step owns what the process launched inside its window: a ``ProfilerStep#N`` range on the
+    main thread owns the kernels autograd's backward thread and helper threads launched
+    meanwhile. A call is claimed first by a range of its own thread (so that ranges which
+    several threads annotate keep each thread's own calls), and otherwise by any range of the
     process whose window holds it; among ranges, the first to claim an id wins.
 
     numpy columns only (a copy of the runtime rows as a frame cost ~400 MB on a 1 GB dense
@@ -35,6 +35,21 @@ def project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_ma
     rt = positions((events["kind"] == "runtime").to_numpy() & (corr >= 0))
     if not len(rt):
         return rt
+    keys, step_by_key, by_other = _claims(events, ann, rt, corr)
+    if not len(keys):
+        return rt[:0]
+    if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():  # ids usually grow with time: sorted, unique
+        keys, first = np.unique(keys, return_index=True)  # first claim of each id
+        step_by_key, by_other = step_by_key[first], by_other[first]
+    from_other = _assign_gpu_steps(corr, gpu_mask, step_of, keys, step_by_key, by_other)
+    return np.concatenate(from_other) if from_other else rt[:0]
+
+
+def _claims(events: pd.DataFrame, ann: pd.DataFrame, rt: np.ndarray,
+            corr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(correlation ids, the step that claimed each, whether a range of another thread did) of
+    the runtime calls at table positions ``rt``, thread by thread; all own-thread claims come
+    first, so that they win an id that is claimed twice."""
     rt_tid = events["stream"].to_numpy()[rt]
     start = events["start_ns"].to_numpy()
     ann_tid = ann["stream"].to_numpy()
@@ -60,15 +75,16 @@ def project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_ma
         own_steps.append(rt_step[own])
         other_keys.append(corr[rows[other]])
         other_steps.append(rt_step[other])
-    keys = np.concatenate(own_keys + other_keys)  # own-thread claims first: they win a shared id
+    keys = np.concatenate(own_keys + other_keys)
     step_by_key = np.concatenate(own_steps + other_steps)
     by_other = np.repeat([False, True], [sum(map(len, own_keys)), sum(map(len, other_keys))])
-    del own_keys, own_steps, other_keys, other_steps
-    if not len(keys):
-        return rt[:0]
-    if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():  # ids usually grow with time: sorted, unique
-        keys, first = np.unique(keys, return_index=True)  # first claim of each id
-        step_by_key, by_other = step_by_key[first], by_other[first]
+    return keys, step_by_key, by_other
+
+
+def _assign_gpu_steps(corr: np.ndarray, gpu_mask: np.ndarray, step_of: np.ndarray, keys: np.ndarray,
+                      step_by_key: np.ndarray, by_other: np.ndarray) -> list[np.ndarray]:
+    """Set ``step_of`` of the GPU ops whose correlation id is in ``keys`` (sorted, unique) to its
+    step; returns, block by block, the positions of those that only another thread's call claimed."""
     from_other = []
     for lo in range(0, len(corr), ROWS_PER_PASS):  # blockwise: the lookups' temporaries stay small
         gpu = lo + np.flatnonzero(gpu_mask[lo : lo + ROWS_PER_PASS])
@@ -77,7 +93,7 @@ def project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_ma
         step_of[gpu[hit]] = step_by_key[at[hit]]
         if by_other.any():
             from_other.append(gpu[hit][by_other[at[hit]]])
-    return np.concatenate(from_other) if from_other else rt[:0]
+    return from_other
 
 
 def _claim(rt_step: np.ndarray, starts: np.ndarray, lo_ns: np.ndarray, hi_ns: np.ndarray, index: np.ndarray) -> None:

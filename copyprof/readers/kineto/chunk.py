@@ -33,7 +33,7 @@ CATEGORIES: dict[str, tuple[int, bool]] = {
     "gpu_user_annotation": (4, True),
     "cpu_op": (5, False),
     "operator": (5, False),
-    "python_function": (6, False),  # with_stack frames: the code behind each copy (issue 14)
+    "python_function": (6, False),  # with_stack frames: the Python code behind each copy
 }
 CPU_OP = 5
 _RUNTIME = 3

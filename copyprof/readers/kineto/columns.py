@@ -208,7 +208,9 @@ def to_float(values: list[Any] | tuple[Any, ...]) -> np.ndarray:
 def to_int(values: list[Any] | tuple[Any, ...], default: int = -1) -> np.ndarray:
     """Ints from numbers / numeric strings / None (-> ``default``); floats are truncated.
 
-    The common case (all ints) is one C loop; anything else goes through floats, as before.
+    The common case (all ints) is one C loop; anything else (strings, None, floats) goes through
+    ``to_float``, which parses every one of those shapes, and is truncated; a value that no int64
+    holds is ``default``.
     """
     try:
         return np.fromiter(values, dtype=np.int64, count=len(values))

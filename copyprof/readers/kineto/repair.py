@@ -1,13 +1,13 @@
 """Cut damaged events out of a chunk of Chrome-trace events, so one bad byte costs one event.
 
-Why: a trace is one JSON array; a flipped byte or a lost span in the middle of a multi-GB
-capture used to make the rest of the array undecodable, so every event after the damage was
-lost (and finding that out re-decoded the remainder hundreds of times). The decoder's error
-offset says where the damage is; the events around it are found at candidate boundaries
-(``}`` ``,`` ``{``, as in json_stream), the broken span between them is removed, and the
-chunk is decoded again. A boundary that falls inside the broken event is recognised because
-the prefix before it is then not a sequence of whole events (checked with a Raw decoder,
-which validates syntax without building objects).
+Why: a trace is one JSON array; to a plain decoder, a flipped byte or a lost span in the
+middle of a multi-GB capture makes the rest of the array undecodable, so every event after the
+damage would be lost (and finding that out would re-decode the remainder hundreds of times).
+The decoder's error offset says where the damage is; the events around it are found at
+candidate boundaries (``}`` ``,`` ``{``, as in json_stream), the broken span between them is
+removed, and the chunk is decoded again. A boundary that falls inside the broken event is
+recognised because the prefix before it is then not a sequence of whole events (checked with
+a Raw decoder, which validates syntax without building objects).
 """
 from __future__ import annotations
 

@@ -18,9 +18,10 @@
  * caller reconverts those columns with the Python path's own tolerant functions. Values of
  * a type the field cannot take (Inductor's "grid": "grid(100,)", a bool or container id, a
  * non-string cat, a non-object args) are skipped and counted per field, as the Python path
- * drops exactly those fields and keeps the event (issue 15). Anything else (escaped keys or
- * names, duplicate keys the reader uses, floats out of range, ...) is declined, never
- * guessed. tests/readers/test_kineto_native.py checks the two paths against each other on real
+ * drops exactly those fields and keeps the event (one odd value must not cost a trace its
+ * kernel or copy). Anything else (escaped keys or names, duplicate keys the reader uses,
+ * floats out of range, ...) is declined, never guessed.
+ * tests/readers/test_kineto_native.py checks the two paths against each other on real
  * traces and on generated and mutated events. Rows, the side table and the value readers
  * are in values.h.
  *
