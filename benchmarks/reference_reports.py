@@ -38,6 +38,7 @@ def cases(tree: str) -> list[tuple[str, list[str]]]:
         for fmt in ("table", "json", "markdown", "csv"):
             out.append((f"ab-{a[:40]}.{fmt}", ["report", os.path.join(traces, a), os.path.join(traces, b),
                                                "--model", model, "--format", fmt]))
+    out.extend(corpus_cases(tree))
     if os.path.isdir(SHARED):
         for f in sorted(os.listdir(SHARED)):
             if f.endswith(".md"):
@@ -46,6 +47,43 @@ def cases(tree: str) -> list[tuple[str, list[str]]]:
             out.append((f"sample-{f}.table", ["report", path]))
             out.append((f"sample-{f}.json", ["report", path, "--format", "json"]))
             out.append((f"sample-{f}.k3.json", ["report", path, "--format", "json", "--model", "kimi-k3"]))
+    return out
+
+
+def corpus_cases(tree: str) -> list[tuple[str, list[str]]]:
+    """Every real vLLM capture of corpus/ alone, and its A/B pairs, ABBA and A/A as the tests read them."""
+    import json
+
+    index = os.path.join(tree, "corpus", "runs.json")
+    if not os.path.isfile(index):
+        return []
+    runs = json.load(open(index, encoding="utf-8"))["runs"]
+    path = {r["name"]: os.path.join(tree, "corpus", "runs", r["name"]) for r in runs}
+    model = {r["name"]: os.path.join(tree, "corpus", "models", r["model"]) for r in runs}
+    out: list[tuple[str, list[str]]] = []
+    for r in runs:
+        n = r["name"]
+        out.append((f"corpus-{n}.json", ["report", path[n], "--model", model[n], "--format", "json"]))
+    named = sorted(path)
+
+    def one(prefix: str) -> list[str]:
+        return [n for n in named if n.startswith(prefix)]
+    for mode in ("eager", "graph"):
+        for shape in ("kimi-linear-12l-c16", "olmo-hybrid-8l-c16"):
+            base, cand = one(f"{shape}-{mode}-baseline"), one(f"{shape}-{mode}-direct")
+            if base and cand:
+                for fmt in ("table", "json", "markdown"):
+                    out.append((f"corpus-ab-{shape}-{mode}.{fmt}",
+                                ["report", path[base[0]], path[cand[0]], "--model", model[base[0]], "--format", fmt]))
+    abba_b, abba_c = one("olmo-hybrid-8l-c16-graph-abba-baseline"), one("olmo-hybrid-8l-c16-graph-abba-direct")
+    if abba_b and abba_c:
+        argv = ["report", "--baseline", *[path[n] for n in abba_b], "--candidate", *[path[n] for n in abba_c],
+                "--model", model[abba_b[0]]]
+        out += [(f"corpus-abba.{fmt}", [*argv, "--format", fmt]) for fmt in ("table", "json", "markdown")]
+    aa = one("qwen3-8l-c24-graph-aa")
+    if len(aa) >= 2:
+        argv = ["report", "--aa", *[path[n] for n in aa], "--model", model[aa[0]]]
+        out += [(f"corpus-aa.{fmt}", [*argv, "--format", fmt]) for fmt in ("table", "json")]
     return out
 
 

@@ -16,6 +16,7 @@ storage; a library caller's pandas options are left alone.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -46,7 +47,8 @@ def read_runs(paths: Iterable[str] | list[Source], *, jobs: int = 1, cache: bool
     from copyprof.readers.kineto.columns import gc_paused
 
     items = list(paths)
-    sources = items if all(isinstance(s, Source) for s in items) else discover(items)  # type: ignore[arg-type]
+    sources: list[Source] = ([s for s in items if isinstance(s, Source)] if all(isinstance(s, Source) for s in items)
+                             else discover([str(s) for s in items]))
     pool = decode_pool(sources, jobs, cache)  # forks before any other thread starts
     try:
         with gc_paused():  # see settle_heap
@@ -90,7 +92,7 @@ def read_sources(sources: list[Source], *, pool: ChunkPool | None = None, cache:
     for src in sources:
         if progress:
             progress(src)
-        traces.extend(cached_read(table_cache, src.fmt, src.paths, lambda src=src: read_source(src, pool),
+        traces.extend(cached_read(table_cache, src.fmt, src.paths, functools.partial(read_source, src, pool),
                                   background=background_writes))
     return traces
 

@@ -20,6 +20,7 @@ from copyprof.analysis.steps.segment import Steps, segment
 from copyprof.events import Trace, name_array
 from copyprof.models import ModelLayout
 from copyprof.taxonomy.devices import device_cus
+from copyprof.vocabulary import CompletenessStatus
 
 
 @dataclass
@@ -38,12 +39,12 @@ def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = Fal
     census = take_census(trace.events, steps, layout, cus=device_cus(trace.meta.devices), all_steps=all_steps,
                          keep_layers=keep_layers, op_shapes=trace.meta.op_shapes)
     ra = RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census)
-    if steps.device >= 0:  # a trace with GPU work: does it hold what its graph launches ran (issue 18)?
+    if steps.device >= 0:  # a trace with GPU work: does it hold what its graph launches ran?
         ev = trace.events
         launches = graph_launches(ev, steps)
         ra.completeness = check_completeness(ev, steps, launches, rocm=is_rocm_trace(trace.meta.format,
                                                                                       trace.meta.flavour, launches))
-        if len(launches) and census.op_rows is not None:
+        if len(launches) and census.op_rows is not None and census.op_steps is not None and census.op_first is not None:
             busy = StepBusy(ev["start_ns"].to_numpy(), ev["dur_ns"].to_numpy(), census.op_rows, census.op_steps,
                             census.op_first)
             ra.overhead = launch_overhead(launches, steps.table if all_steps else steps.decode, busy,
@@ -71,7 +72,7 @@ def per_step_medians(ra: RankAnalysis) -> PerStep:
     of the layout (none without one) plus ``total``; ``lower_bound`` when the trace lost GPU
     work under graph launches (the counts are floors)."""
     figures = _per_step_medians(ra)
-    figures.lower_bound = ra.completeness is not None and ra.completeness.status == "lower-bound"
+    figures.lower_bound = ra.completeness is not None and ra.completeness.status == CompletenessStatus.LOWER_BOUND
     return figures
 
 

@@ -7,7 +7,6 @@ object of the ``report --format json`` contract (README).
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -34,6 +33,7 @@ from copyprof.errors import CopyprofError
 from copyprof.events import Trace
 from copyprof.models import ModelLayout
 from copyprof.taxonomy.devices import device_label, peak_gbps
+from copyprof.vocabulary import CompletenessStatus
 
 __all__ = ["RankAnalysis", "analyze_rank", "analyze_run"]
 
@@ -43,13 +43,7 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
                 sources_origin: str = "") -> RunReport:
     """The run's report. ``sources``: an eager capture's copy sources (its ``source_entries``)
     to carry onto this run's copies that have none (a graph replay), from ``sources_origin``."""
-    rank_traces = [t for t in traces if t.meta.role == "rank"]
-    if not rank_traces:
-        raise CopyprofError("no per-rank trace found (only the vLLM API-process trace?)", path=path)
-    for t in rank_traces:  # a cut file is partly read, never a CPU-only trace
-        if t.meta.partial and not t.events["on_gpu"].any():
-            raise CopyprofError(f"partly read ({t.meta.partial}), and the part read holds no GPU event: nothing to "
-                                "count", path=t.meta.path)
+    rank_traces = _countable(traces, path)
     analyses = sorted((analyze_rank(t, layout, all_steps) for t in rank_traces), key=lambda a: a.rank)
     ranks = sorted({a.rank for a in analyses})
     head_rank = rank if rank is not None else ranks[0]
@@ -75,11 +69,7 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
             [(a.rank, [a.overhead.message] if a.overhead and a.overhead.message else []) for a in analyses]),
         rank_agreement=rank_agreement(analyses),
         by_rank={str(a.rank): per_step_medians(a) for a in analyses},
-        warnings=rank_warnings([(a.rank, [a.completeness.message] if a.completeness and a.completeness.message else [])
-                                for a in analyses])
-        + list(dict.fromkeys(w for t in rank_traces for w in t.meta.warnings))  # one export's warning, once
-        + [f"{t.meta.path}: partly read: {t.meta.partial}" for t in rank_traces if t.meta.partial]
-        + step_warnings([(a.rank, a.steps) for a in analyses]),
+        warnings=_warnings(analyses, rank_traces),
         metadata=_run_metadata(path, meta.metadata),
         step_series=step_series(head),
         timeline=timeline(head),
@@ -94,9 +84,55 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     if decode_n == 0 and len(head.steps.table):  # steps exist, none pure decode: --all-steps can count them
         report.notes.append("no pure-decode steps found: figures are empty (--all-steps counts the "
                             f"{len(head.steps.table)} other step(s))")
-    run = report.metadata.get("run")
-    status = run.get("status") if isinstance(run, dict) else None
-    if isinstance(status, str) and status != "complete":  # a crashed or interrupted capture: say so first
+    _add_run_files(report, path)
+    report.setup = run_setup(report.metadata, device=report.device, tokens=report.per_step.tokens,
+                             graph_launches=meta.graph_launches, layout_name=layout.name if layout else None,
+                             dtype_bytes=layout.dtype_bytes if layout else None)
+    return report
+
+
+def _countable(traces: list[Trace], path: str) -> list[Trace]:
+    """The rank traces, each with something to count: a cut file is partly read, never a CPU-only
+    trace, and a cut that left no GPU event is an error naming the file (and the failed capture)."""
+    rank_traces = [t for t in traces if t.meta.role == "rank"]
+    if not rank_traces:
+        raise CopyprofError("no per-rank trace found (only the vLLM API-process trace?)", path=path)
+    for t in rank_traces:
+        if t.meta.partial and not t.events["on_gpu"].any():
+            status = _failed_status(path)
+            failed = f"; the capture did not complete ({status[:200]})" if status else ""
+            raise CopyprofError(f"partly read ({t.meta.partial}), and the part read holds no GPU event: nothing to "
+                                f"count{failed}", path=t.meta.path)
+    return rank_traces
+
+
+def _failed_status(path: str) -> str | None:
+    """run.json's status where the run is a copyprof run directory that did not complete."""
+    from copyprof.rundir.record import RUN_JSON, load_run_record
+
+    if not os.path.isfile(os.path.join(path, RUN_JSON)):
+        return None
+    try:
+        status = load_run_record(path).status
+    except CopyprofError:
+        return None
+    return status if isinstance(status, str) and status != "complete" else None
+
+
+def _warnings(analyses: list[RankAnalysis], rank_traces: list[Trace]) -> list[str]:
+    """Each rank's completeness warning, each export's warning once, every cut file, the steps' warnings."""
+    return (rank_warnings([(a.rank, [a.completeness.message] if a.completeness and a.completeness.message else [])
+                           for a in analyses])
+            + list(dict.fromkeys(w for t in rank_traces for w in t.meta.warnings))  # one export's warning, once
+            + [f"{t.meta.path}: partly read: {t.meta.partial}" for t in rank_traces if t.meta.partial]
+            + step_warnings([(a.rank, a.steps) for a in analyses]))
+
+
+def _add_run_files(report: RunReport, path: str) -> None:
+    """What a run directory holds besides its traces: a failed capture's status, the replica's
+    timing, the client's TPOT per request."""
+    status = _failed_status(path) if os.path.isdir(path) else None
+    if status:  # a crashed or interrupted capture: say so first
         report.warnings.insert(0, f"run.json: this capture did not complete ({status[:300]})")
     timing = load_timing(path)
     if timing is not None:
@@ -106,10 +142,6 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     tpots = load_tpots(path)
     if tpots is not None:
         report.tpot_ms = [float(x) for x in tpots]
-    report.setup = run_setup(report.metadata, device=report.device, tokens=report.per_step.tokens,
-                             graph_launches=meta.graph_launches, layout_name=layout.name if layout else None,
-                             dtype_bytes=layout.dtype_bytes if layout else None)
-    return report
 
 
 def _op_steps(head: RankAnalysis):  # noqa: ANN202 (numpy array)
@@ -126,27 +158,32 @@ def _op_steps(head: RankAnalysis):  # noqa: ANN202 (numpy array)
 def _run_completeness(head: RankAnalysis, analyses: list[RankAnalysis]) -> Completeness | None:
     """The headline rank's record; a run whose other ranks lost work is a lower bound too."""
     record = head.completeness
-    if record is None or record.status == "lower-bound":
+    if record is None or record.status == CompletenessStatus.LOWER_BOUND:
         return record
-    lost = [a for a in analyses if a.completeness is not None and a.completeness.status == "lower-bound"]
+    lost = [(a.rank, a.completeness) for a in analyses
+            if a.completeness is not None and a.completeness.status == CompletenessStatus.LOWER_BOUND]
     if not lost:
         return record
-    return msgspec.structs.replace(lost[0].completeness, checks=[f"rank {lost[0].rank}: {c}" for c in
-                                                                   lost[0].completeness.checks])
+    rank, first = lost[0]
+    return msgspec.structs.replace(first, checks=[f"rank {rank}: {c}" for c in first.checks])
 
 
 def _run_metadata(path: str, trace_meta: dict[str, Any]) -> dict[str, Any]:
-    """run.json (when the run is a copyprof run directory) merged over the trace's metadata."""
+    """run.json (when the run is a copyprof run directory) merged over the trace's metadata.
+
+    The run record is kept as JSON (``record_json``), so that a cached report holds it as written."""
+    from copyprof.rundir.record import RUN_JSON, RunRecord, load_run_record, record_json
+
     out = {k: v for k, v in trace_meta.items() if isinstance(v, (str, int, float, bool)) or k == "distributedInfo"}
-    run_json = os.path.join(path, "run.json") if os.path.isdir(path) else None
-    if run_json and os.path.isfile(run_json):
+    record: RunRecord | None = None
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, RUN_JSON)):
         try:
-            with open(run_json, encoding="utf-8") as fh:
-                out["run"] = json.load(fh)
-        except (OSError, ValueError) as exc:
+            record = load_run_record(path)
+            out["run"] = record_json(record)
+        except CopyprofError as exc:
             out["run_json_error"] = str(exc)
     log = os.path.join(path, "server.log") if os.path.isdir(path) else None
-    if log and os.path.isfile(log) and not (isinstance(out.get("run"), dict) and out["run"].get("vllm_engine")):
+    if log and os.path.isfile(log) and not (record is not None and isinstance(record.vllm_engine, dict)):
         from copyprof.capture.vllm.server_log import engine_facts
 
         out["vllm_engine"] = engine_facts(log)

@@ -11,9 +11,13 @@ read back exactly as it was written.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+
+from copyprof.vocabulary import (AttributionStatus, CandidateForm, CompletenessStatus, EvidenceKind, GroupStatus,
+                                 MeasureName, Place, Replication, Role, SiteStatus, VerdictKey)
 
 
 class Struct(msgspec.Struct, kw_only=True):
@@ -58,7 +62,7 @@ class PerStep(Struct):
     post_proj_gap_ms: dict[str, float | None] | None = None
     host_copies: int | None = None
     host_copies_by_name: dict[str, int] | None = None
-    lower_bound: bool = False  # the trace lost GPU work under graph launches: counts are at least these (issue 18)
+    lower_bound: bool = False  # the trace lost GPU work under graph launches: counts are at least these
 
 
 class Estimate(Struct):
@@ -89,7 +93,7 @@ class Site(Struct):
     bound: str | None
     where: str
     neighbour: str
-    role: str = "other"
+    role: Role = Role.OTHER
     layer_kind: str | None = None
     source: str | None = None  # the issuing Python frame (analysis/sources/frames.py), or None
     stack: list[str] = []  # that frame and its callers, innermost first
@@ -97,8 +101,8 @@ class Site(Struct):
     shape: str = ""  # the dims and dtypes its CPU op recorded (record_shapes), the commonest; "" if none
     graph_nodes: list[int] = []  # the graph node ids its copies replay (trace field "graph node id"), sorted
     graph_node_stable: bool | None = None  # every counted step replays the same nodes for it (None: no node ids)
-    place: str = ""  # where structure put it, in words (analysis/census/copy_sites.py Place)
-    evidence: str = ""  # what set the role: structure | structure+stack | stack | size ("" without a layout)
+    place: Place = Place.NONE  # where structure put it, in words
+    evidence: EvidenceKind = EvidenceKind.NONE  # what set the role: structure | structure+stack | stack | size ("" without a layout)
     evidence_agree: bool | None = None  # structure and stack named the same block (None: only one of them)
     structure_said: str = ""  # the role structure gave where the stack overruled it
 
@@ -107,8 +111,8 @@ class Candidate(Struct):
     """One group of copies (or of elementwise copy kernels) and what removing it would save
     (analysis/cost/candidates.py): ``runs[].candidates`` of ``report --format json``."""
 
-    form: str  # copy | kernel
-    role: str
+    form: CandidateForm
+    role: Role
     source: str | None
     stack: list[str]
     layers: list[int]
@@ -130,7 +134,7 @@ class Attribution(Struct):
     """How copies were attributed: ``status`` ok | partial | not-attributed | no-layout;
     ``method`` structure | size and order | ""."""
 
-    status: str = "no-layout"
+    status: AttributionStatus = AttributionStatus.NO_LAYOUT
     message: str = "no model layout given"
     method: str = ""
     steps_attributed: int = 0
@@ -245,7 +249,7 @@ class Completeness(Struct):
     ``status``: ``complete`` (no launch is short by any check that could run), ``lower-bound``
     (work is missing: copy counts are at least the census's), ``no-graph-launches``."""
 
-    status: str
+    status: CompletenessStatus
     graph_launches: int = 0
     launches_without_gpu_work: int = 0
     launches_short: int = 0
@@ -324,7 +328,7 @@ class RunReport(Struct):
     @property
     def lower_bound(self) -> bool:
         """The trace lost GPU work under graph launches: every copy count is a floor."""
-        return self.completeness is not None and self.completeness.status == "lower-bound"
+        return self.completeness is not None and self.completeness.status == CompletenessStatus.LOWER_BOUND
 
 
 JSON_RUN_KEYS = ("path", "format", "flavour", "ranks", "layout", "steps", "per_step", "estimate", "headline_rank",
@@ -339,13 +343,13 @@ class SiteChange(Struct):
     neighbour: str
     baseline_per_step: float
     candidate_per_step: float
-    status: str
+    status: SiteStatus
 
 
 class GroupChange(Struct):
     """A copy group (``runs[].candidates`` key) whose copies per step differ between the arms."""
 
-    role: str
+    role: Role
     source: str | None
     producer: str
     key: str
@@ -353,7 +357,7 @@ class GroupChange(Struct):
     bytes: list[int]
     baseline_per_step: float
     candidate_per_step: float
-    status: str  # gone | fewer | more | new | moved
+    status: GroupStatus
     estimate_ms: float  # the baseline's kernel time of the copies that went (negative: copies added)
     estimate_with_gap_ms: float
 
@@ -367,14 +371,14 @@ class RemovedSite(Struct):
 class Measure(Struct):
     """One measurement of an A/B's saving (baseline − candidate) on its own observations."""
 
-    name: str  # replica timing | GPU span | client TPOT | step period
+    name: MeasureName
     unit: str  # what one observation of the interval is: runs, steps (one process), blocks
     measured_ms: float
     ci95_ms: list[float | None]
     mde_ms: float | None
     n_baseline: int
     n_candidate: int
-    key: str  # the verdict's class (analysis/ab/verdict.py)
+    key: VerdictKey  # the verdict's class (analysis/ab/verdict.py)
     resolved: bool
     verdict: str
     supports: str | None = None  # the estimate it supports: kernel | kernel_plus_gap (analysis/ab/verdict.py)
@@ -385,6 +389,104 @@ class Measure(Struct):
     run_values_ms: dict[str, list[float]] = {}  # each run's value per arm (runs as unit)
 
 
+class PerArm(Struct):
+    """A figure of each arm (None where it is not known)."""
+
+    baseline: float | None
+    candidate: float | None
+
+
+class ArmCounts(Struct):
+    baseline: int
+    candidate: int
+
+
+class RunsPerArm(Struct):
+    """Runs pooled in each arm, and ``aa``: the runs of A/A groups."""
+
+    baseline: int = 0
+    candidate: int = 0
+    aa: int = 0
+
+
+class Estimates(Struct):
+    """The saving a removal should give, ms per step: the copy kernels' time, and that plus the
+    dispatch gap before each (which only a graph replay gives back)."""
+
+    kernel: float
+    kernel_plus_gap: float
+
+
+class EstimateCheck(Struct):
+    estimate_ms: float
+    in_ci: bool
+    abs_error_ms: float
+    rel_error: float | None  # (estimate - measured) / measured; None when 0 was measured
+
+
+class EstimatorCheck(Struct):
+    """Which estimate (``kernel`` or ``kernel_plus_gap``) a measured saving supports (analysis/ab/verdict.py)."""
+
+    measured_ms: float
+    ci95_ms: list[float | None]
+    resolved: bool
+    ci_narrower_than_saving: bool
+    estimates: dict[str, EstimateCheck]
+    supported: str
+    basis: str
+    within_10pct: bool
+
+
+class AaSummary(Struct):
+    """An A/A of the setup: how far boots of identical code land apart (the noise floor)."""
+
+    groups: int
+    runs: int
+    measure: MeasureName
+    between_runs_sd_ms: float | None
+    df: int
+    two_boots_differ_ms: float | None
+
+
+class ClientComparison(Struct):
+    """``comparison.client``: each request's TPOT, with runs as the unit."""
+
+    metric: str
+    unit: str
+    requests: ArmCounts
+    runs: ArmCounts
+    measured_ms: float
+    ci95_ms: list[float | None]
+    mde_ms: float | None
+    runs_needed: int | None
+    verdict: str
+
+
+class GpuSpanComparison(Struct, omit_defaults=True):
+    measured_ms: float
+    ci95_ms: list[float | None]
+    noise_ms: PerArm
+    estimator: EstimatorCheck | None = None  # only where a saving is expected
+
+
+class TimingComparison(Struct, omit_defaults=True):
+    """``comparison.timing``: the replica's interleaved timing of this very pair."""
+
+    measured_ms: float
+    ci95_ms: list[float | None]
+    noise_ms: dict[str, float | None]
+    blocks: int
+    replays_per_block: int | None
+    timer: str | None
+    method: str
+    source: str
+    median_ms: dict[str, float | None]
+    arms: list[str]
+    mde_ms: float | None
+    estimator: EstimatorCheck | None = None  # only where a saving is expected
+    verdict: str | None = None
+
+
 class Comparison(Struct):
     """``comparison`` of ``report --format json`` (README): savings are baseline − candidate."""
 
@@ -392,30 +494,30 @@ class Comparison(Struct):
     candidate: int
     scope: str | None
     scope_text: str
-    estimate_ms: dict[str, float]
+    estimate_ms: Estimates
     site_changes: list[SiteChange]
     removed_sites: list[RemovedSite]
-    timing: dict[str, Any] | None
-    client: dict[str, Any] | None
+    timing: TimingComparison | None
+    client: ClientComparison | None
     measured_ms: float | None = None
     ci95_ms: list[float | None] | None = None
-    noise_ms: dict[str, float | None] | None = None
+    noise_ms: PerArm | None = None
     mde_ms: float | None = None
     steps_needed: int | None = None
-    n_steps: dict[str, int] | None = None
+    n_steps: ArmCounts | None = None
     method: str | None = None
     verdict: str = ""
-    estimator: dict[str, Any] | None = None
-    gpu_span: dict[str, Any] | None = None
+    estimator: EstimatorCheck | None = None
+    gpu_span: GpuSpanComparison | None = None
     comparable: bool = True
     mismatch: list[str] = []
     measures: list[Measure] = []
-    best_measure: str | None = None
+    best_measure: MeasureName | None = None
     best_measure_note: str = ""  # why a finer measure was passed over (step periods that measure the profiler)
     lower_bound_runs: list[int] = []  # runs whose copy counts are a floor (GPU work missing under graph launches)
-    runs_per_arm: dict[str, int] = {}  # runs pooled in each arm (and "aa": runs of A/A groups)
-    replication: str = ""  # boots | one-process | unknown: what separates the arms' measurements
-    aa: dict[str, Any] | None = None  # an A/A of the setup: runs, between-run SD, the spread of two boots
+    runs_per_arm: RunsPerArm = msgspec.field(default_factory=RunsPerArm)
+    replication: Replication = Replication.NONE  # what separates the arms' measurements
+    aa: AaSummary | None = None
     is_aa: bool = False  # both arms are runs of identical code (an A/A report)
     group_changes: list[GroupChange] = []  # every copy group the candidate changed
 
@@ -428,7 +530,7 @@ def known(x: float | None) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def encode(obj: Struct | list[Struct]) -> bytes:
+def encode(obj: Struct | Sequence[Struct]) -> bytes:
     return msgspec.json.encode(obj)
 
 

@@ -8,14 +8,29 @@ from __future__ import annotations
 import math
 from decimal import ROUND_HALF_EVEN, Decimal
 
+from copyprof.vocabulary import VerdictKey
+
 VERDICT_PREFIX = {
-    "none-none": "no change expected and none measured",
-    "none-measured": "no change expected, but one measured",
-    "consistent": "consistent with the estimate",
-    "not-resolvable": "not resolvable with this sample",
-    "larger": "larger than estimated",
-    "smaller": "smaller than estimated",
-    "opposite": "opposite to the estimate",
+    VerdictKey.NONE_NONE: "no change expected and none measured",
+    VerdictKey.NONE_MEASURED: "no change expected, but one measured",
+    VerdictKey.CONSISTENT: "consistent with the estimate",
+    VerdictKey.NOT_RESOLVABLE: "not resolvable with this sample",
+    VerdictKey.LARGER: "larger than estimated",
+    VerdictKey.SMALLER: "smaller than estimated",
+    VerdictKey.OPPOSITE: "opposite to the estimate",
+}
+
+# A verdict in a table cell: a few words, never the key itself ("none none" is no word).
+VERDICT_CELL = {
+    VerdictKey.NONE_NONE: "none expected, none seen",
+    VerdictKey.NONE_MEASURED: "none expected, one seen",
+    VerdictKey.CONSISTENT: "as estimated",
+    VerdictKey.NOT_RESOLVABLE: "not resolvable",
+    VerdictKey.LARGER: "larger than estimated",
+    VerdictKey.SMALLER: "smaller than estimated",
+    VerdictKey.OPPOSITE: "opposite to the estimate",
+    VerdictKey.UNMEASURED: "boot-to-boot variation unmeasured",
+    VerdictKey.DESCRIPTIVE: "these two runs only",
 }
 
 
@@ -24,7 +39,7 @@ def fmt_ms(x: float, digits: int = 3) -> str:
 
     Rounds the float's exact binary value half-to-even, as numpy's
     ``format_float_positional(x, precision=digits, fractional=False, trim="-")`` does (checked
-    equal on 400,000 random values), so reports read the same as before this module existed.
+    equal on 400,000 random values), so the text of a report does not depend on which of the two formatted it.
     """
     if not math.isfinite(x):
         return "inf" if x > 0 else "-inf" if x < 0 else "nan"

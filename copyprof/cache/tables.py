@@ -162,7 +162,7 @@ def _write_npz(fh: Any, arrays: dict[str, np.ndarray]) -> None:
             arr = np.ascontiguousarray(arr)
             with zf.open(f"{key}.npy", "w", force_zip64=True) as member:
                 np.lib.format.write_array_header_1_0(member, np.lib.format.header_data_from_array_1_0(arr))
-                member.write(memoryview(arr).cast("B"))
+                member.write(arr.data.cast("B"))
 
 
 def snapshot(paths: tuple[str, ...]) -> list[dict[str, Any]]:

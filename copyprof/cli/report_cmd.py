@@ -6,8 +6,9 @@ import shlex
 import sys
 
 import click
+import msgspec
 
-from copyprof.analysis.results import RunReport, encode
+from copyprof.analysis.results import Comparison, RunReport, encode
 from copyprof.cli.arms import ArmPaths, ArmsCommand, resolve_arms
 from copyprof.cli.model_option import resolve_layout
 from copyprof.errors import CopyprofError
@@ -99,21 +100,11 @@ def report_cmd(runs: tuple[str, ...], baseline: tuple[str, ...], candidate: tupl
     """
     if plot_path and os.path.exists(plot_path) and not force:  # before any reading: nothing a user made is replaced
         raise CopyprofError("exists; give another --plot file or --force", path=plot_path)
-    arms = resolve_arms(runs, baseline, candidate, aa)
-    if arms.is_aa_only:  # an A/A alone: the first boot against the others, all of them the A/A group
-        # two columns of one arm: named by boot so a reader never sees "baseline vs baseline"
-        arm = arms.labels[0] if arms.labels[0] != "baseline" or arms.note else "A/A"
-        arms = ArmPaths([arms.aa[0]], arms.aa[1:], arms.aa, labels=(f"{arm} boot 1", f"{arm} boot 2"),
-                        note=arms.note)
+    arms = _as_shown(resolve_arms(runs, baseline, candidate, aa))
     shown = [arms.baseline[0], *arms.candidate[:1]]
     layout, model_note = resolve_layout(model, tuple(shown))
     names = _labels(labels, tuple(shown)) if labels or len(shown) == 1 else list(arms.labels)
-    lend = None
-    if sources_run:
-        lend = _load_run(sources_run, layout, rank, all_steps, jobs, not no_cache)
-        if not lend.source_entries:
-            raise CopyprofError("has no copy with a Python source: capture it eagerly with stacks "
-                                "(copyprof run --with-stack, vLLM --enforce-eager)", path=sources_run)
+    lend = _lender(sources_run, layout, rank, all_steps, jobs, not no_cache)
     loaded: dict[str, RunReport] = {}
 
     def load(path: str) -> RunReport:
@@ -121,21 +112,45 @@ def report_cmd(runs: tuple[str, ...], baseline: tuple[str, ...], candidate: tupl
             loaded[path] = _load_run(path, layout, rank, all_steps, jobs, not no_cache, lend)
         return loaded[path]
     base_runs, cand_runs = [load(p) for p in arms.baseline], [load(p) for p in arms.candidate]
-    aa_runs = [load(p) for p in arms.aa]
-    results = [base_runs[0], *cand_runs[:1]]
-    for r in results:
-        for note in (model_note, arms.note):
-            if note:
-                r.notes.insert(0, note)
     comparison = None
     if cand_runs:
         from copyprof.analysis.ab.compare import Arms, compare_arms
 
-        comparison = compare_arms(Arms(base_runs, cand_runs, [aa_runs] if len(aa_runs) >= 2 else []))
-        comparison.is_aa = set(arms.baseline) | set(arms.candidate) <= set(arms.aa) and bool(arms.aa)
-        for r in results:  # the pair's timing is shown once, in the A/B table
-            r.timing_in_comparison = bool(comparison.timing)
-    runs = tuple(shown)
+        aa_runs = [load(p) for p in arms.aa]
+        comparison = compare_arms(Arms(base_runs, cand_runs, [aa_runs] if len(aa_runs) >= 2 else [],
+                                       identical=set(arms.baseline) | set(arms.candidate) <= set(arms.aa)))
+    notes = [n for n in (arms.note, model_note) if n]
+    # the shown runs as this report presents them (new objects: a loaded result is never edited)
+    results = [msgspec.structs.replace(r, notes=notes + r.notes,
+                                       timing_in_comparison=bool(comparison and comparison.timing))
+               for r in (base_runs[0], *cand_runs[:1])]
+    _emit(results, comparison, names, tuple(shown), fmt, plot_path, by_rank, by_source, show_candidates)
+
+
+def _as_shown(arms: ArmPaths) -> ArmPaths:
+    """An A/A alone is shown as the first boot against the others, all of them the A/A group;
+    its two columns are named by boot so a reader never sees "baseline vs baseline"."""
+    if not arms.is_aa_only:
+        return arms
+    arm = arms.labels[0] if arms.labels[0] != "baseline" or arms.note else "A/A"
+    return ArmPaths([arms.aa[0]], arms.aa[1:], arms.aa, labels=(f"{arm} boot 1", f"{arm} boot 2"), note=arms.note)
+
+
+def _lender(sources_run: str | None, layout: ModelLayout | None, rank: int | None, all_steps: bool,
+            jobs: int | None, cache: bool) -> RunReport | None:
+    """The eager run whose copy sources a graph run borrows (--sources-from), checked to have some."""
+    if not sources_run:
+        return None
+    lend = _load_run(sources_run, layout, rank, all_steps, jobs, cache)
+    if not lend.source_entries:
+        raise CopyprofError("has no copy with a Python source: capture it eagerly with stacks "
+                            "(copyprof run --with-stack, vLLM --enforce-eager)", path=sources_run)
+    return lend
+
+
+def _emit(results: list[RunReport], comparison: Comparison | None, names: list[str], runs: tuple[str, ...],
+          fmt: str, plot_path: str | None, by_rank: bool, by_source: bool, show_candidates: bool) -> None:
+    """The plot (where asked) and the report in the chosen format, from the results alone."""
     if plot_path:
         from copyprof.render.report_plots import write_plots
 

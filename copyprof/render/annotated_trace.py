@@ -23,6 +23,7 @@ from copyprof import __version__
 from copyprof.analysis.rank_figures import RankAnalysis
 from copyprof.events import name_array
 from copyprof.models.layout import kind_label
+from copyprof.vocabulary import Role
 
 STEP_TID, LAYER_TID, SITE_TID = 1_000_001, 1_000_002, 1_000_003
 _CATS = {"kernel": "kernel", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
@@ -93,7 +94,7 @@ def _tracks(ra: RankAnalysis, device: int, t0: int) -> list[dict[str, Any]]:
                               int(r.end_ns), t0, {"copyprof.step": int(r.step), "copyprof.layer": int(r.layer),
                                                   "copyprof.kind": str(r.kind)}))
     for c in ra.census.copies.itertuples(index=False):
-        label = str(c.site) if c.role != "post-projection" else f"post-projection ({c.site})"
+        label = str(c.site) if c.role != Role.POST else f"post-projection ({c.site})"
         out.append(_slice(label, SITE_TID, device, int(c.start_ns), int(c.start_ns) + int(c.dur_ns), t0,
                           {"copyprof.step": int(c.step), "copyprof.layer": int(c.layer),
                            "copyprof.bytes": int(c.bytes), "copyprof.source": c.source}))

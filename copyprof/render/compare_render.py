@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from copyprof.analysis.results import Comparison
+from copyprof.analysis.wording import VERDICT_CELL
 from copyprof.analysis.wording import fmt_ms as significant
 from copyprof.render.report_tables import TableData
 
@@ -40,18 +41,18 @@ def ab_table(cmp: Comparison, names: list[str]) -> TableData:
     t = TableData("ab", f"A/B: saving per decode step ({base} − {cand}; positive = {cand} faster)",
                   ["quantity", "ms", "95 % CI", "resolves (MDE)", "observations", "verdict"])
     for key, words in ESTIMATE_WORDS.items():
-        t.rows.append([f"estimate: {words}", fmt_ms(cmp.estimate_ms[key]), "", "", "", ""])
+        t.rows.append([f"estimate: {words}", fmt_ms(getattr(cmp.estimate_ms, key)), "", "", "", ""])
     ordered = sorted(cmp.measures, key=lambda m: m.name != cmp.best_measure)
     for m in ordered:
         best = " (best)" if m.name == cmp.best_measure else ""
         t.rows.append([f"measured: {m.name}{best}", fmt_ms(m.measured_ms), _ci(*m.ci95_ms),
                        fmt_ms(m.mde_ms) if m.mde_ms is not None else "∞",
-                       f"{m.n_baseline} vs {m.n_candidate} {m.unit}", m.key.replace("-", " ")])
+                       f"{m.n_baseline} vs {m.n_candidate} {m.unit}", VERDICT_CELL[m.key]])
     if cmp.noise_ms:
         t.rows.append([f"step-period noise per step (MAD×1.4826), {base} / {cand}",
-                       f"{fmt_ms(cmp.noise_ms['baseline'])} / {fmt_ms(cmp.noise_ms['candidate'])}", "", "", "", ""])
+                       f"{fmt_ms(cmp.noise_ms.baseline)} / {fmt_ms(cmp.noise_ms.candidate)}", "", "", "", ""])
     if cmp.steps_needed:
-        t.rows.append([f"decode steps per arm for the step period to resolve {fmt_ms(cmp.estimate_ms['kernel'])} ms",
+        t.rows.append([f"decode steps per arm for the step period to resolve {fmt_ms(cmp.estimate_ms.kernel)} ms",
                        str(cmp.steps_needed), "", "", "", ""])
     if cmp.method:
         t.note = f"step period: {cmp.method}; MDE at 80 % power"

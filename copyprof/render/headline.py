@@ -10,6 +10,7 @@ import math
 from copyprof.analysis.results import Comparison, Measure, RunReport
 from copyprof.analysis.wording import fmt_ms
 from copyprof.models.layout import kind_label
+from copyprof.vocabulary import AttributionStatus, CandidateForm, MeasureName, Role, VerdictKey
 
 
 def plural(n: float, word: str, many: str | None = None) -> str:
@@ -53,7 +54,7 @@ def _run_headline(run: RunReport, label: str, floor: str) -> str:
         seen = " seen" if floor else ""
         compiled = (f" (vLLM compiled the model with {run.setup.compiled_by}, which can remove `output[:] = ...` "
                     "copies)") if run.setup.compiled_by else ""
-        top = next((c for c in run.candidates if c.form == "copy" and c.role != "metadata"), None)
+        top = next((c for c in run.candidates if c.form == CandidateForm.COPY and c.role != Role.METADATA), None)
         nxt = (f" The largest copy group left: {c_words(top)}.") if top is not None else ""
         return (f"{label}: no post-projection copies{seen} in this capture{compiled}: nothing for a direct-return "
                 f"patch to remove.{nxt}")
@@ -63,7 +64,7 @@ def _run_headline(run: RunReport, label: str, floor: str) -> str:
     ms = (est.removable_with_gap_ms if graph else est.removable_ms) if est else (ps.post_proj_ms.get("total") or 0.0)
     cost = _share(ms, ps.period_ms)
     how = " with their dispatch gaps" if graph and est else ""
-    tail = "" if run.attribution.status == "ok" else f" (attribution {run.attribution.status}: see its note)"
+    tail = "" if run.attribution.status == AttributionStatus.OK else f" (attribution {run.attribution.status}: see its note)"
     return (f"{label}: {floor}{plural(total, 'post-projection copy')} per {word} ({parts}){where}. A direct-return "
             f"patch removes them: {cost}{how}{tail}.")
 
@@ -90,27 +91,27 @@ def _ci(m: Measure) -> str:
 
 # How the verdict of the measure the A/B rests on reads in the headline's second sentence.
 _VERDICT_WORDS = {
-    "consistent": "as estimated",
-    "larger": "more than the estimate",
-    "smaller": "less than the estimate",
-    "opposite": "the opposite of the estimate",
-    "none-none": "none expected, none measured",
-    "none-measured": "none expected, but one measured",
+    VerdictKey.CONSISTENT: "as estimated",
+    VerdictKey.LARGER: "more than the estimate",
+    VerdictKey.SMALLER: "less than the estimate",
+    VerdictKey.OPPOSITE: "the opposite of the estimate",
+    VerdictKey.NONE_NONE: "none expected, none measured",
+    VerdictKey.NONE_MEASURED: "none expected, but one measured",
 }
 
 
 def ab_verdict_sentence(cmp: Comparison, period_ms: float | None) -> str:
     """The headline's second sentence: the verdict of the one measure the A/B rests on."""
     top = next((m for m in cmp.measures if m.name == cmp.best_measure), None)
-    est = cmp.estimate_ms.get("kernel", 0.0)
+    est = cmp.estimate_ms.kernel
     if top is None:
         return "Nothing measured the saving in these runs."
-    if top.key == "unmeasured":
-        pair = next((m for m in cmp.measures if m.key == "descriptive"), None)
+    if top.key == VerdictKey.UNMEASURED:
+        pair = next((m for m in cmp.measures if m.key == VerdictKey.DESCRIPTIVE), None)
         apart = f"; these two runs are {fmt_ms(pair.measured_ms)} ms apart" if pair is not None else ""
         return (f"Not resolved: one boot per arm cannot tell the patch ({_share(est, period_ms)} estimated) from "
                 f"boot-to-boot variation{apart}.")
-    if top.key == "not-resolvable":
+    if top.key == VerdictKey.NOT_RESOLVABLE:
         need = f"; about {top.runs_needed:,} runs per arm would" if top.unit == "runs" and top.runs_needed else ""
         return (f"Not resolved by {top.name}: the estimate {_share(est, period_ms)} is under what "
                 f"{top.n_baseline} vs {top.n_candidate} {top.unit} can see (MDE {fmt_ms(top.mde_ms or math.inf)} "
@@ -122,13 +123,13 @@ def ab_verdict_sentence(cmp: Comparison, period_ms: float | None) -> str:
 
 def aa_headline(cmp: Comparison) -> str:
     """An A/A: the spread of boots of identical code is the noise floor of the setup."""
-    aa = cmp.aa or {}
-    top = next((m for m in cmp.measures if m.name == "step period"), None)
-    differ = aa.get("two_boots_differ_ms")
+    aa = cmp.aa
+    top = next((m for m in cmp.measures if m.name == MeasureName.STEP_PERIOD), None)
+    differ = aa.two_boots_differ_ms if aa is not None else None
+    runs = aa.runs if aa is not None else (cmp.runs_per_arm.aa or 2)
     spread = (f"two boots differ by {fmt_ms(differ)} ms per step in step period (between-run SD "
-              f"{fmt_ms(aa.get('between_runs_sd_ms') or 0.0)} ms over {aa.get('runs')} runs)") if differ is not None \
+              f"{fmt_ms(aa.between_runs_sd_ms or 0.0)} ms over {runs} runs)") if aa is not None and differ is not None \
         else "the between-run spread could not be measured"
-    runs = aa.get("runs", cmp.runs_per_arm.get("aa", 2))
     # with more than two boots the pair shown in the tables is one of several: say how far apart it is
     measured = f"; the two shown: {fmt_ms(top.measured_ms)} ms apart" if top is not None and runs != 2 else ""
     return f"A/A ({runs} boots of the same code): {spread}{measured}. The noise floor of this setup, not a change."

@@ -8,12 +8,13 @@ import numpy as np
 from copyprof.analysis.results import Comparison, RunReport, Site
 from copyprof.errors import CopyprofError
 from copyprof.models.layout import kind_label
+from copyprof.vocabulary import MeasureName, Role, UNATTRIBUTED_SITE
 
 
 def _site_label(s: Site, site: str | None = None) -> str:
-    names = {"post-proj": "post-proj (unattributed)", "allreduce-staging": "all-reduce staging"}
+    names = {UNATTRIBUTED_SITE: "post-proj (unattributed)", Role.STAGING: "all-reduce staging"}
     site = site or s.site
-    name = f"post-proj {kind_label(site)}" if s.role == "post-projection" and site != "post-proj" \
+    name = f"post-proj {kind_label(site)}" if s.role == Role.POST and site != UNATTRIBUTED_SITE \
         else names.get(site, site)
     size = f"{s.bytes / 1024:.0f} KiB" if s.bytes > 0 else "size ?"
     return f"{name} ({size})"
@@ -46,8 +47,8 @@ def write_plots(path: str, runs: list[RunReport], paths: tuple[str, ...], names:
         rows = []
         for s in r.sites:
             label = _site_label(s)
-            if s.role != "post-projection" and post and site_key(s) in post:
-                label = _site_label(s, "post-proj")  # recognised by the baseline's copies
+            if s.role != Role.POST and post and site_key(s) in post:
+                label = _site_label(s, UNATTRIBUTED_SITE)  # recognised by the baseline's copies
             rows.append((label, float(s.ms_per_step)))
         sites[n] = rows
     shift = _drawn_shift(comparison)
@@ -66,11 +67,15 @@ def write_plots(path: str, runs: list[RunReport], paths: tuple[str, ...], names:
         raise CopyprofError(f"cannot write plot: {exc.strerror or exc}", path=path) from exc
 
 
+def _or_nan(x: float | None) -> float:
+    return float("nan") if x is None else x
+
+
 def _drawn_shift(comparison: Comparison | None):  # noqa: ANN202 (a ShiftResult, imported lazily)
     """The comparison's step-period saving, as the plot draws it: from the results, never recomputed."""
     if comparison is None:
         return None
-    m = next((x for x in comparison.measures if x.name == "step period"), None)
+    m = next((x for x in comparison.measures if x.name == MeasureName.STEP_PERIOD), None)
     if m is None:
         return None
     import math
@@ -78,9 +83,10 @@ def _drawn_shift(comparison: Comparison | None):  # noqa: ANN202 (a ShiftResult,
     from copyprof.stats.shift import ShiftResult
 
     lo, hi = m.ci95_ms
-    noise = {k: (v if v is not None else math.nan) for k, v in (comparison.noise_ms or {}).items()}
+    noise = comparison.noise_ms
     return ShiftResult(estimate_ms=-m.measured_ms,
                        ci95_ms=(-hi if hi is not None else -math.inf, -lo if lo is not None else math.inf),
                        method=m.unit, n_baseline=m.n_baseline, n_candidate=m.n_candidate,
-                       noise_ms={"baseline": noise.get("baseline", math.nan), "candidate": noise.get("candidate", math.nan)},
+                       noise_ms={"baseline": _or_nan(noise.baseline if noise else None),
+                                 "candidate": _or_nan(noise.candidate if noise else None)},
                        mean_ms={}, median_ms={})

@@ -10,6 +10,7 @@ from typing import Any
 from copyprof.analysis.results import RunReport, Setup
 from copyprof.models.layout import kind_label
 from copyprof.render.headline import plural
+from copyprof.vocabulary import CandidateForm
 
 
 @dataclass
@@ -37,13 +38,13 @@ LOWER_BOUND_TITLE = ("Copies per decode step (median over steps) — LOWER BOUND
 
 
 def census_table(run: RunReport) -> TableData:
-    """The census; from a trace that lost graph work every count reads "≥ n" (issue 18)."""
+    """The census; from a trace that lost graph work every count reads "≥ n"."""
     ps = run.per_step
     floor = run.lower_bound
     title = (LOWER_BOUND_TITLE if floor else "Copies per decode step (median over steps)").replace(
         "decode step", run.steps.word)
     t = TableData("census", title, ["copy site", "per step", "ms/step"])
-    none = not run.steps.decode  # no step counted: a median over no steps is no figure, not 0 (issue 15)
+    none = not run.steps.decode  # no step counted: a median over no steps is no figure, not 0
     kinds = [k for k in ps.post_proj if k != "total"]
 
     def row(label: str, n: object, ms: float | None) -> list[object]:
@@ -164,7 +165,7 @@ def candidates_table(run: RunReport, limit: int | None = None) -> TableData:
     shown = run.candidates[:limit] if limit else run.candidates
     for c in shown:
         ms = c.removable_with_gap_ms if c.gap_counts else c.removable_ms
-        t.rows.append([c.role if c.form == "copy" else f"{c.role} (kernel)", f"{c.per_step:g}", _layers(c.layers),
+        t.rows.append([c.role if c.form == CandidateForm.COPY else f"{c.role} (kernel)", f"{c.per_step:g}", _layers(c.layers),
                        ", ".join(f"{b:,}" for b in c.bytes[:3]), fmt_ms(ms, 4), fmt_pct(c.share_pct),
                        f"{c.steps_needed:,}" if c.steps_needed else "–", c.source or c.producer, c.change])
     if limit and len(run.candidates) > limit:

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from copyprof.analysis.results import JSON_RUN_KEYS, Comparison, RunReport
-from copyprof.analysis.wording import VERDICT_PREFIX
+from copyprof.analysis.wording import VERDICT_CELL
 from copyprof.analysis.wording import fmt_ms as sig_ms
 from copyprof.render.compare_render import comparison_tables
 from copyprof.render.headline import report_headline
@@ -194,14 +194,13 @@ def summary_table(view: ReportView) -> TableData:
     cmp = view.comparison
     if cmp is not None:
         # the kernel-time estimate is the one the verdicts and the headline compare against
-        with_gap = cmp.estimate_ms["kernel_plus_gap"]
-        t.rows.append(["estimated saving, ms/step", "", _kernel_and_gap(cmp.estimate_ms["kernel"], with_gap)])
+        t.rows.append(["estimated saving, ms/step", "",
+                       _kernel_and_gap(cmp.estimate_ms.kernel, cmp.estimate_ms.kernel_plus_gap)])
         for m in sorted(cmp.measures, key=lambda m: m.name != cmp.best_measure)[:2]:
             lo, hi = m.ci95_ms
             ci = f"95 % CI [{sig_ms(lo)}, {sig_ms(hi)}]" if lo is not None and hi is not None else "no interval"
-            words = {"unmeasured": "boot-to-boot variation unmeasured", "descriptive": "these two runs only"}
             t.rows.append([f"saving measured by {m.name} ({m.n_baseline} vs {m.n_candidate} {m.unit})", "",
-                           f"{sig_ms(m.measured_ms)}, {ci}: {words.get(m.key) or VERDICT_PREFIX.get(m.key, m.key)}"])
+                           f"{sig_ms(m.measured_ms)}, {ci}: {VERDICT_CELL[m.key]}"])
     return t
 
 
@@ -243,7 +242,6 @@ def _common_folder(view: ReportView) -> str:
 def _fit(text: str, folder: str) -> str:
     """Paths relative to the runs' folder; long prose lines wrapped; long word cells of a table
     keep their end; numbers are never cut."""
-    import os
     import textwrap
 
     text = _relative(text, folder)

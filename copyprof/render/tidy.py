@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from copyprof.analysis.results import Comparison, RunReport
+from copyprof.vocabulary import CandidateForm
 
 Row = tuple[str, str, str, Any, str]
 
@@ -74,7 +75,7 @@ def _site_rows(run: RunReport, arm: str, by_source: bool) -> Iterator[Row]:
         yield "estimate", f"{e.scope}.share_of_step", arm, _v(e.removable_pct), "percent"
     for c in run.candidates:
         name = f"{c.role}@{c.source or c.producer}@{'/'.join(str(b) for b in c.bytes)}B"
-        yield "candidate", f"{name}.per_step", arm, c.per_step, "copies" if c.form == "copy" else "kernels"
+        yield "candidate", f"{name}.per_step", arm, c.per_step, "copies" if c.form == CandidateForm.COPY else "kernels"
         yield "candidate", f"{name}.removable", arm, _v(c.removable_ms), "ms"
         yield "candidate", f"{name}.removable_with_gap", arm, _v(c.removable_with_gap_ms), "ms"
         yield "candidate", f"{name}.share_of_step", arm, _v(c.share_pct), "percent"
@@ -93,7 +94,7 @@ def _site_rows(run: RunReport, arm: str, by_source: bool) -> Iterator[Row]:
 
 
 def _trace_health_rows(run: RunReport, arm: str) -> Iterator[Row]:
-    """Completeness under graph launches, launch overhead and graph-node identity (issue 18)."""
+    """Completeness under graph launches, launch overhead and graph-node identity."""
     c = run.completeness
     if c is not None:
         yield "completeness", "status", arm, c.status, ""
@@ -130,26 +131,26 @@ def _ab_rows(cmp: Comparison) -> Iterator[Row]:
         yield "ab", "mismatch", "", m, ""
     yield "ab", "scope", "", _v(cmp.scope), ""
     yield "ab", "scope_text", "", cmp.scope_text, ""
-    yield "ab", "estimate.kernel", "", cmp.estimate_ms["kernel"], "ms"
-    yield "ab", "estimate.kernel_plus_gap", "", cmp.estimate_ms["kernel_plus_gap"], "ms"
-    for m in cmp.measures:
-        key = m.name.replace(" ", "_")
-        yield "ab", f"{key}.saving", "", m.measured_ms, "ms"
-        yield "ab", f"{key}.ci95_low", "", _v(m.ci95_ms[0]), "ms"
-        yield "ab", f"{key}.ci95_high", "", _v(m.ci95_ms[1]), "ms"
-        yield "ab", f"{key}.mde", "", _v(m.mde_ms), "ms"
-        yield "ab", f"{key}.observations_baseline", "", m.n_baseline, m.unit
-        yield "ab", f"{key}.observations_candidate", "", m.n_candidate, m.unit
-        yield "ab", f"{key}.resolved", "", _v(m.resolved), ""
-        yield "ab", f"{key}.verdict", "", m.verdict, ""
+    yield "ab", "estimate.kernel", "", cmp.estimate_ms.kernel, "ms"
+    yield "ab", "estimate.kernel_plus_gap", "", cmp.estimate_ms.kernel_plus_gap, "ms"
+    for measure in cmp.measures:
+        key = measure.name.replace(" ", "_")
+        yield "ab", f"{key}.saving", "", measure.measured_ms, "ms"
+        yield "ab", f"{key}.ci95_low", "", _v(measure.ci95_ms[0]), "ms"
+        yield "ab", f"{key}.ci95_high", "", _v(measure.ci95_ms[1]), "ms"
+        yield "ab", f"{key}.mde", "", _v(measure.mde_ms), "ms"
+        yield "ab", f"{key}.observations_baseline", "", measure.n_baseline, measure.unit
+        yield "ab", f"{key}.observations_candidate", "", measure.n_candidate, measure.unit
+        yield "ab", f"{key}.resolved", "", _v(measure.resolved), ""
+        yield "ab", f"{key}.verdict", "", measure.verdict, ""
     yield "ab", "best_measure", "", _v(cmp.best_measure), ""
     if cmp.best_measure_note:
         yield "ab", "best_measure_note", "", cmp.best_measure_note, ""
     for i in cmp.lower_bound_runs:
         yield "ab", "lower_bound_run", "", i, "run"
     yield "ab", "verdict", "", cmp.verdict, ""
-    yield "ab", "runs.baseline", "", cmp.runs_per_arm.get("baseline", 1), "runs"
-    yield "ab", "runs.candidate", "", cmp.runs_per_arm.get("candidate", 1), "runs"
+    yield "ab", "runs.baseline", "", cmp.runs_per_arm.baseline or 1, "runs"
+    yield "ab", "runs.candidate", "", cmp.runs_per_arm.candidate or 1, "runs"
     yield "ab", "replication", "", cmp.replication, ""
     for g in cmp.group_changes:
         name = f"group.{g.role}@{g.source or g.producer}"

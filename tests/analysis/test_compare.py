@@ -1,4 +1,4 @@
-"""Issue 4: `copyprof report BASELINE CANDIDATE` on generated arms with a known effect.
+"""`copyprof report BASELINE CANDIDATE` on generated arms with a known effect.
 
 The candidate arms are the same generator with the direct-return patch applied to a scope:
 its post-projection copies are gone and the step period is shorter by exactly the removed

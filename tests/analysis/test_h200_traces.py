@@ -39,7 +39,7 @@ def test_kimi_k3_pair(conc, bytes_per_copy):
     assert cmp["scope"] == "all"
     assert sorted((s["layer_kind"], s["per_step"], s["bytes"]) for s in cmp["removed_sites"]) == [
         ("kda", 69, bytes_per_copy), ("mla", 24, bytes_per_copy)]
-    # Calibration (issue 4): the interleaved timing resolves the saving; the kernel + gap
+    # Calibration: the interleaved timing resolves the saving; the kernel + gap
     # estimate is the closer one in every shipped pair (measured: -2 % to +10.6 %), kernel time
     # alone underestimates by ~20-30 %.
     timing = cmp["timing"]

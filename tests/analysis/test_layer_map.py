@@ -61,7 +61,7 @@ def test_h200_k3_candidate_keeps_its_layers_without_the_copies():
 
 
 def test_a_layout_with_moved_mla_layers_is_called_out():
-    # Issue 19: moving K3's MLA layers to 1-24 must not pass unnoticed.
+    # a layout that names the wrong layers is caught: moving K3's MLA layers to 1-24 must not pass unnoticed.
     k3 = PRESETS["kimi-k3"]
     moved = dataclasses.replace(k3, name="k3-moved", layer_kinds=("mla",) * 24 + ("kda",) * 69)
     census = _census(K3_BASE, moved)

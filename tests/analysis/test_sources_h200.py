@@ -1,4 +1,4 @@
-"""Which code issued each copy, on the H200 captures of traces/ (issue 14).
+"""Which code issued each copy, on the H200 captures of traces/.
 
 The eager Qwen3-Next capture was made with stacks (traces/capture_h200_layouts.sh: the replica
 engine, ``--eager --with-stack --record-shapes``). What the replica's code does, independently

@@ -68,7 +68,7 @@ def test_step_extents_equal_the_per_step_min_max_and_count(seed: int) -> None:
 
 
 def _projection_by_definition(events: pd.DataFrame, ann: pd.DataFrame, gpu_mask: np.ndarray) -> np.ndarray:
-    """step_of by the rule's words (issue 15: a step owns what its process launched in its
+    """step_of by the rule's words (a step owns what its process launched in its
     window): a runtime call belongs to the first CPU range (in the ranges' order) of its own
     thread that contains its start, else to the first range of any thread that does; a
     correlation id is claimed by the first such call, own-thread claims before the others,

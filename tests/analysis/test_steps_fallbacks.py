@@ -1,4 +1,4 @@
-"""Issue 15 defect 5: step fallbacks meet a stated minimum or say plainly that no steps were
+"""Step fallbacks meet a stated minimum or say plainly that no steps were
 found, and every low-confidence result carries a warning in every output format.
 
 Seen on real traces: TraceLens ``tests/traces/mi210/gpu_only_trace`` (no CPU side) was cut at

@@ -1,4 +1,4 @@
-"""Issue 15 defect 3: a step owns the GPU work its process launched inside the step window.
+"""A step owns the GPU work its process launched inside the step window.
 
 Real shape: the A100 sample (HTA ``negative_queue_length_values_check/rank0.json.gz``) has
 ``ProfilerStep#550..554`` on thread 4515 while thread 25556 (autograd's backward thread)

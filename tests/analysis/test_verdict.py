@@ -102,21 +102,21 @@ def test_estimator_check_picks_the_supported_estimate(kernel: float, gap: float,
     or neither are, the closer one; relative error = (estimate - measured) / measured."""
     shift = measured(0.128, 0.12, 0.14)
     out = estimator_check(kernel, gap, shift)
-    assert out["supported"] == supported and out["basis"].startswith(basis)
-    assert out["estimates"]["kernel"]["rel_error"] == pytest.approx((kernel - 0.128) / 0.128)
-    assert out["estimates"]["kernel_plus_gap"]["in_ci"] == (0.12 <= gap <= 0.14)
-    assert out["ci_narrower_than_saving"] and out["resolved"]
-    json.dumps(out)  # goes into the report JSON as is
+    assert out.supported == supported and out.basis.startswith(basis)
+    assert out.estimates["kernel"].rel_error == pytest.approx((kernel - 0.128) / 0.128)
+    assert out.estimates["kernel_plus_gap"].in_ci == (0.12 <= gap <= 0.14)
+    assert out.ci_narrower_than_saving and out.resolved
+    json.dumps(out.to_json())  # goes into the report JSON as is
 
 
 def test_estimator_check_within_target_and_zero_measurement() -> None:
     """The issue's target (better estimate within +-10 % of the measured saving) is flagged; a
     measured saving of exactly 0 has no relative error (None, not a division by zero)."""
-    assert estimator_check(0.08, 0.135, measured(0.128, 0.12, 0.14))["within_10pct"]
-    assert not estimator_check(0.08, 0.16, measured(0.128, 0.10, 0.16))["within_10pct"]
+    assert estimator_check(0.08, 0.135, measured(0.128, 0.12, 0.14)).within_10pct
+    assert not estimator_check(0.08, 0.16, measured(0.128, 0.10, 0.16)).within_10pct
     out = estimator_check(0.08, 0.13, measured(0.0, -0.05, 0.05))
-    assert out["estimates"]["kernel"]["rel_error"] is None and not out["within_10pct"]
-    assert not out["resolved"] and not out["ci_narrower_than_saving"]
+    assert out.estimates["kernel"].rel_error is None and not out.within_10pct
+    assert not out.resolved and not out.ci_narrower_than_saving
 
 
 def test_fmt_ms_is_positional_with_three_significant_digits() -> None:

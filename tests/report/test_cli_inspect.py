@@ -12,7 +12,7 @@ def test_json_contract_on_vllm_decode_sample(samples):
     out = cli_json("inspect", str(samples / "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz"))
     [f] = out["files"]
     assert CONTRACT <= set(f)
-    # the contract's six kinds, and "python" (python_function frames) since issue 14: 984 in this
+    # the contract's six kinds, and "python" (python_function frames of a trace with stacks): 984 in this
     # file (counted with stdlib json)
     assert set(f["counts"]) == {"kernel", "memcpy", "memset", "runtime", "annotation", "cpu_op", "python"}
     assert f["counts"]["python"] == 984

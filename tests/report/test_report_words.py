@@ -150,3 +150,12 @@ def test_an_eager_estimate_counts_no_dispatch_gap():
     # eager: the gap before a copy is host launch latency, which a removal does not give the GPU
     assert est["kernel"] > 0 and est["kernel_plus_gap"] == est["kernel"]
     assert all(not c["gap_counts"] for c in d["runs"][0]["candidates"])
+
+
+def test_steps_of_copies_alone_are_counted_with_a_layout():
+    # the replica's copies-only capture: steps hold copies and no kernel, so no copy has a
+    # structural op after it; with a model layout that is a step without layers, not a crash
+    run = str(T / "copies-cuda-graph-20261130T042751Z")
+    proc = run_cli("report", run, "--model", "kimi-k3")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "no post-projection copies in this capture" in proc.stdout.splitlines()[0]

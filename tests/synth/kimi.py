@@ -1,4 +1,4 @@
-"""Generated Kimi-K3 decode traces with known ground truth (issue 3 acceptance).
+"""Generated Kimi-K3 decode traces with known ground truth (the generator knows every copy it wrote).
 
 Modelled on the published TP8 MI355X fixed-cohort profile (vLLM PR #50847 review, #50654):
 full HIP-graph replay, one `__amd_rocclr_copyBuffer` post-projection copy per layer

@@ -1,8 +1,8 @@
 """Layer kinds as the models' published configs state them, written out here by hand.
 
 These are the test suite's own transcription — deliberately not derived from copyprof's
-presets or its config rules — so that a preset or a rule that moves a layer fails a test
-(issue 19). Sources, per model:
+presets or its config rules — so that a preset or a rule that moves a layer fails a test.
+Sources, per model:
 
 - Kimi-K3: HF ``config.json`` ``text_config.linear_attn_config.full_attn_layers`` as
   transcribed by third parties (vllm-and-kimi.md §2.4): 4, 8, ..., 88, 92, 93 (1-indexed),

@@ -38,15 +38,18 @@ from copyprof.analysis.ab.sites import (
     scope_kinds,
     site_changes,
 )
-from copyprof.analysis.ab.measures import best, estimator_note, launch_bound_note, measure_of, timing_comparison
-from copyprof.analysis.results import Comparison, Measure, RunReport, known
+from copyprof.analysis.ab.measures import best, launch_bound_note, measure_of, timing_comparison
+from copyprof.analysis.results import (AaSummary, ArmCounts, ClientComparison, Comparison, Estimates, GpuSpanComparison,
+                                      GroupChange, Measure,
+                                      PerArm, RunReport, RunsPerArm, TimingSummary, known)
 from copyprof.analysis.setup import mismatches
 from copyprof.stats.shift import ShiftResult, robust_noise, shift_estimate
-from copyprof.analysis.ab.verdict import estimator_check, verdict
+from copyprof.analysis.ab.verdict import estimator_check
 from copyprof.stats.between_runs import RunShift, run_shift
 from copyprof.stats.within_run import batch_t_shift
+from copyprof.vocabulary import MeasureName, Replication, Role, VerdictKey
 
-BOOTS, ONE_PROCESS, UNKNOWN = "boots", "one-process", "unknown"
+BOOTS, ONE_PROCESS, UNKNOWN = Replication.BOOTS, Replication.ONE_PROCESS, Replication.UNKNOWN
 ASSUMES = {
     BOOTS: "runs are the unit: one value per run (its median), the between-run spread pooled over the arms{aa}",
     ONE_PROCESS: "steps of one process are the unit, on means of {block}-step batches (consecutive steps drift "
@@ -63,6 +66,7 @@ class Arms:
     baseline: list[RunReport]
     candidate: list[RunReport]
     aa: list[list[RunReport]] = field(default_factory=list)
+    identical: bool = False  # every run of both arms is a run of the A/A group: identical code
 
 
 def _series(run: RunReport, key: str) -> np.ndarray:
@@ -132,7 +136,7 @@ def as_shift(rs: RunShift) -> ShiftResult:
         test="t", df=rs.df if rs.df > 0 else None)
 
 
-def replication(arms: Arms) -> str:
+def replication(arms: Arms) -> Replication:
     runs = arms.baseline + arms.candidate
     engines = {r.setup.engine for r in runs}
     if "vllm" in engines or "sglang" in engines:
@@ -169,76 +173,99 @@ def _timing(base: RunReport, cand: RunReport) -> ShiftResult | None:
     return shift_estimate(np.asarray(tb["baseline"]), np.asarray(tb[cand.timing_arm]), paired=True)
 
 
-NAMES = (("step period", "period_ms"), ("GPU span", "span_ms"), ("client TPOT", "tpot_ms"))
+NAMES = ((MeasureName.STEP_PERIOD, "period_ms"), (MeasureName.GPU_SPAN, "span_ms"), (MeasureName.CLIENT_TPOT, "tpot_ms"))
 
 
 def compare_arms(arms: Arms) -> Comparison:
+    """The A/B of two arms' reports: what changed (scope, sites, copy groups), what each measure
+    saw on the unit of replication the arms allow, which measure the verdict rests on."""
     base, cand = arms.baseline[0], arms.candidate[0]
+    changes = group_changes(base, cand)
+    scope, scope_text, kernel, with_gap = _scope(base, cand, changes)
+    rep = replication(arms)
+    out = Comparison(
+        baseline=0, candidate=1, scope=scope, scope_text=scope_text,
+        estimate_ms=Estimates(kernel=kernel, kernel_plus_gap=with_gap),
+        site_changes=site_changes(base, cand), removed_sites=removed_sites(base, scope_kinds(scope, base)),
+        timing=None, client=None, mismatch=mismatches(base.setup, cand.setup),
+        runs_per_arm=RunsPerArm(baseline=len(arms.baseline), candidate=len(arms.candidate),
+                                aa=sum(len(g) for g in arms.aa)),
+        replication=rep, group_changes=changes, is_aa=arms.identical and bool(arms.aa))
+    out.comparable = not out.mismatch
+    out.lower_bound_runs = [i for i, r in enumerate((base, cand)) if r.lower_bound]
+    bound = [name for name, r in (("the baseline", base), ("the candidate", cand))
+             if r.launch_overhead is not None and r.launch_overhead.launch_bound]
+    if len(arms.baseline) == len(arms.candidate) == 1:
+        _add_timing(out, base, cand, kernel, with_gap)
+    shifts: dict[str, ShiftResult] = {}
+    for name, key in NAMES:
+        m = _measure(arms, rep, name, key, kernel, with_gap, shifts)
+        if m is None:
+            continue
+        caveat = f" Caveat: {launch_bound_note(bound)}." if name == MeasureName.STEP_PERIOD and bound else ""
+        m.verdict = _not_comparable(out) + m.verdict + caveat
+        out.measures.append(m)
+    pair = _this_pair(arms, rep, kernel, with_gap)
+    _aa_summary(out, arms)
+    out.client = _client(out, arms)
+    _choose_best(out, bound)
+    period = shifts.get(MeasureName.STEP_PERIOD)
+    if pair is not None:  # one boot per arm: the top-level figures say how these two runs differ
+        period, m = pair
+        out.measures.append(m)
+    _legacy_fields(out, period, shifts.get(MeasureName.GPU_SPAN), kernel, with_gap, bound)
+    return out
+
+
+def _scope(base: RunReport, cand: RunReport, changes: list[GroupChange]) -> tuple[str | None, str, float, float]:
+    """What the candidate removed, in words, and the estimate of it: the post-projection scope,
+    or (where other copy groups changed) every changed group, each with its own estimate."""
     scope, scope_text = removed_scope(base, cand)
     kernel, with_gap = scope_estimate(base, scope)
-    changes = group_changes(base, cand)
-    others = [g for g in changes if g.role != "post-projection"]
+    others = [g for g in changes if g.role != Role.POST]
     if others:  # copies other than the post-projection ones changed: a patch scope of its own
         text = group_scope_text(others)
         scope_text = text if scope is None else f"{scope_text.rstrip('.')}; {text}"
         scope = scope or "groups"
         kernel = sum(g.estimate_ms for g in changes)
         with_gap = sum(g.estimate_with_gap_ms for g in changes)
-    rep = replication(arms)
-    out = Comparison(
-        baseline=0, candidate=1, scope=scope, scope_text=scope_text,
-        estimate_ms={"kernel": kernel, "kernel_plus_gap": with_gap},
-        site_changes=site_changes(base, cand), removed_sites=removed_sites(base, scope_kinds(scope, base)),
-        timing=None, client=None, mismatch=mismatches(base.setup, cand.setup),
-        runs_per_arm={"baseline": len(arms.baseline), "candidate": len(arms.candidate),
-                      "aa": sum(len(g) for g in arms.aa)},
-        replication=rep, group_changes=changes)
-    out.comparable = not out.mismatch
-    out.lower_bound_runs = [i for i, r in enumerate((base, cand)) if r.lower_bound]
-    bound = [name for name, r in (("the baseline", base), ("the candidate", cand))
-             if r.launch_overhead is not None and r.launch_overhead.launch_bound]
-    timed = _timing(base, cand) if len(arms.baseline) == len(arms.candidate) == 1 else None
-    if timed is not None:
-        lo, hi = timed.saving_ci95_ms
-        summary = {"measured_ms": float(timed.saving_ms), "ci95_ms": [known(lo), known(hi)],
-                   "noise_ms": {k: known(v) for k, v in timed.noise_ms.items()}, "blocks": timed.n_baseline,
-                   "replays_per_block": base.timing.replays_per_block if base.timing else None,
-                   "timer": base.timing.timer if base.timing else None, "method": timed.method,
-                   "source": base.timing.source if base.timing else "", "median_ms": timed.median_ms,
-                   "arms": ["baseline", str(cand.timing_arm)]}
-        out.timing = timing_comparison(timed, summary, kernel, with_gap)
-        m = measure_of("replica timing", timed, kernel, with_gap)
-        m.assumes = "interleaved timing blocks of one process are the unit, paired round by round"
-        out.measures.append(m)
-    shifts: dict[str, ShiftResult] = {}
-    for name, key in NAMES:
-        m = _measure(arms, rep, name, key, kernel, with_gap, shifts)
-        if m is None:
-            continue
-        caveat = f" Caveat: {launch_bound_note(bound)}." if name == "step period" and bound else ""
-        m.verdict = _not_comparable(out) + m.verdict + caveat
-        out.measures.append(m)
-    pair = _this_pair(arms, rep, kernel, with_gap)
-    _aa_summary(out, arms)
-    out.client = _client(out, arms)
-    top = best([m for m in out.measures if m.key != "unmeasured"] or out.measures,
-               frozenset({"step period"}) if bound else frozenset())
+    return scope, scope_text, kernel, with_gap
+
+
+def _add_timing(out: Comparison, base: RunReport, cand: RunReport, kernel: float, with_gap: float) -> None:
+    """The replica's interleaved timing of this very pair, as ``comparison.timing`` and a measure."""
+    timed = _timing(base, cand)
+    if timed is None:
+        return
+    lo, hi = timed.saving_ci95_ms
+    summary = TimingSummary(
+        measured_ms=float(timed.saving_ms), ci95_ms=[known(lo), known(hi)],
+        noise_ms={k: known(v) for k, v in timed.noise_ms.items()}, blocks=timed.n_baseline,
+        replays_per_block=base.timing.replays_per_block if base.timing else None,
+        timer=base.timing.timer if base.timing else None, method=timed.method,
+        source=base.timing.source if base.timing else "", median_ms=dict(timed.median_ms),
+        arms=["baseline", str(cand.timing_arm)])
+    out.timing = timing_comparison(timed, summary, kernel, with_gap)
+    measure = measure_of(MeasureName.REPLICA_TIMING, timed, kernel, with_gap)
+    measure.assumes = "interleaved timing blocks of one process are the unit, paired round by round"
+    out.measures.append(measure)
+
+
+def _choose_best(out: Comparison, bound: list[str]) -> None:
+    """The measure the verdict rests on: the finest resolution among those that measured the
+    arms (step periods of launch-bound runs measure the profiler, and are passed over)."""
+    top = best([m for m in out.measures if m.key != VerdictKey.UNMEASURED] or out.measures,
+               frozenset({MeasureName.STEP_PERIOD}) if bound else frozenset())
     out.best_measure = top.name if top else None
     plain = best(out.measures)
-    if bound and top is not None and plain is not None and plain.name == "step period" != top.name:
+    if bound and top is not None and plain is not None and plain.name == MeasureName.STEP_PERIOD != top.name:
         out.best_measure_note = launch_bound_note(bound)
-    period = shifts.get("step period")
-    if pair is not None:  # one boot per arm: the top-level figures say how these two runs differ
-        period, m = pair
-        out.measures.append(m)
-    _legacy_fields(out, period, shifts.get("GPU span"), kernel, with_gap, bound)
-    return out
 
 
-PAIR = "step period, this pair"
+PAIR = MeasureName.STEP_PERIOD_THIS_PAIR
 
 
-def _this_pair(arms: Arms, rep: str, kernel: float, with_gap: float) -> tuple[ShiftResult, Measure] | None:
+def _this_pair(arms: Arms, rep: Replication, kernel: float, with_gap: float) -> tuple[ShiftResult, Measure] | None:
     """Two single boots: how their steps differ (a finite interval on batch means), which is a
     difference between these two boots — the patch's effect and any boot-to-boot difference
     together — never a resolved effect (``key`` "descriptive")."""
@@ -249,7 +276,7 @@ def _this_pair(arms: Arms, rep: str, kernel: float, with_gap: float) -> tuple[Sh
         return None
     m = measure_of(PAIR, shift, kernel, with_gap, unit="steps")
     lo, hi = shift.saving_ci95_ms
-    m.key, m.resolved = "descriptive", False
+    m.key, m.resolved = VerdictKey.DESCRIPTIVE, False
     m.assumes = ("steps of these two runs are the unit, on means of "
                  f"{shift.block}-step batches: how these two boots differ, not how boots of each arm differ")
     m.verdict = (f"these two runs differ by {shift.saving_ms:.4g} ms per step (95 % CI {lo:.4g} to {hi:.4g} ms, steps "
@@ -257,8 +284,8 @@ def _this_pair(arms: Arms, rep: str, kernel: float, with_gap: float) -> tuple[Sh
     return shift, m
 
 
-def _measure(arms: Arms, rep: str, name: str, key: str, kernel: float, with_gap: float,
-             shifts: dict[str, ShiftResult]):
+def _measure(arms: Arms, rep: Replication, name: MeasureName, key: str, kernel: float, with_gap: float,
+             shifts: dict[str, ShiftResult]) -> Measure | None:
     """One measure of the saving on the unit ``rep`` calls for (None when an arm lacks it)."""
     if rep == BOOTS or key == "tpot_ms":
         rs = run_level(arms, key)
@@ -272,7 +299,7 @@ def _measure(arms: Arms, rep: str, name: str, key: str, kernel: float, with_gap:
         m.run_values_ms = {k: [float(x) for x in v] for k, v in rs.values_ms.items()}
         m.runs_needed = rs.runs_needed(abs(kernel)) if kernel else None
         if rs.sd_between_ms is None:
-            m.key = "unmeasured"
+            m.key = VerdictKey.UNMEASURED
             m.resolved = False
             m.verdict = (f"not resolvable: the between-run variation is unmeasured with {rs.runs['baseline']} run(s) "
                          f"per arm and no A/A (the two runs differ by {rs.saving_ms:.4g} ms, which includes any "
@@ -284,25 +311,26 @@ def _measure(arms: Arms, rep: str, name: str, key: str, kernel: float, with_gap:
         return m
     a = np.concatenate([_series(r, key) for r in arms.baseline])
     b = np.concatenate([_series(r, key) for r in arms.candidate])
-    shift = within_process(a, b)
-    if shift is None:
+    steps = within_process(a, b)
+    if steps is None:
         return None
-    m = measure_of(name, shift, kernel, with_gap, unit="steps")
-    m.assumes = ASSUMES[rep].format(block=shift.block)
-    shifts[name] = shift
+    m = measure_of(name, steps, kernel, with_gap, unit="steps")
+    m.assumes = ASSUMES[rep].format(block=steps.block)
+    shifts[name] = steps
     return m
 
 
-def _client(out: Comparison, arms: Arms) -> dict | None:
+def _client(out: Comparison, arms: Arms) -> ClientComparison | None:
     """``comparison.client``: TPOT with runs as the unit (a cohort's requests share every step)."""
-    m = next((x for x in out.measures if x.name == "client TPOT"), None)
+    m = next((x for x in out.measures if x.name == MeasureName.CLIENT_TPOT), None)
     if m is None:
         return None
-    return {"metric": "tpot_ms", "unit": "runs",
-            "requests": {"baseline": sum(len(r.tpot_ms) for r in arms.baseline),
-                         "candidate": sum(len(r.tpot_ms) for r in arms.candidate)},
-            "runs": {"baseline": m.n_baseline, "candidate": m.n_candidate}, "measured_ms": m.measured_ms,
-            "ci95_ms": m.ci95_ms, "mde_ms": m.mde_ms, "runs_needed": m.runs_needed, "verdict": m.verdict}
+    return ClientComparison(
+        metric="tpot_ms", unit="runs",
+        requests=ArmCounts(baseline=sum(len(r.tpot_ms) for r in arms.baseline),
+                           candidate=sum(len(r.tpot_ms) for r in arms.candidate)),
+        runs=ArmCounts(baseline=m.n_baseline, candidate=m.n_candidate), measured_ms=m.measured_ms,
+        ci95_ms=m.ci95_ms, mde_ms=m.mde_ms, runs_needed=m.runs_needed, verdict=m.verdict)
 
 
 def _aa_summary(out: Comparison, arms: Arms) -> None:
@@ -314,9 +342,9 @@ def _aa_summary(out: Comparison, arms: Arms) -> None:
 
     values = [np.asarray([x for r in g if (x := _run_value(r, "period_ms")) is not None]) for g in groups]
     sd, df = pooled_sd(values)
-    out.aa = {"groups": len(groups), "runs": sum(len(g) for g in groups), "measure": "step period",
-              "between_runs_sd_ms": known(sd), "df": df,
-              "two_boots_differ_ms": known(sd * math.sqrt(2)) if sd is not None else None}
+    out.aa = AaSummary(groups=len(groups), runs=sum(len(g) for g in groups), measure=MeasureName.STEP_PERIOD,
+                       between_runs_sd_ms=known(sd), df=df,
+                       two_boots_differ_ms=known(sd * math.sqrt(2)) if sd is not None else None)
 
 
 def _legacy_fields(out: Comparison, shift: ShiftResult | None, span: ShiftResult | None, kernel: float,
@@ -328,42 +356,46 @@ def _legacy_fields(out: Comparison, shift: ShiftResult | None, span: ShiftResult
     mde = shift.mde_ms()
     need = shift.steps_needed(kernel) if kernel > 0 and math.isfinite(mde) else None
     lo, hi = shift.saving_ci95_ms
-    period = next(m for m in out.measures if m.name == "step period")
+    period = next(m for m in out.measures if m.name == MeasureName.STEP_PERIOD)
     if any(m.name == PAIR for m in out.measures):
         out.verdict = period.verdict
         _pair_figures(out, shift)
         return
     out.measured_ms = float(shift.saving_ms)
     out.ci95_ms = [known(lo), known(hi)]
-    out.noise_ms = {k: known(v) for k, v in shift.noise_ms.items()}
+    out.noise_ms = _per_arm(shift.noise_ms)
     out.mde_ms = known(mde)
-    out.steps_needed = need
-    out.n_steps = {"baseline": shift.n_baseline, "candidate": shift.n_candidate}
+    # the step-period measure's own figures: with runs as the unit, the runs the pooled
+    # between-run SD says would resolve the estimate (one source for the top level and measures[])
+    out.steps_needed = period.runs_needed if period.unit == "runs" else need
+    out.n_steps = ArmCounts(baseline=shift.n_baseline, candidate=shift.n_candidate)
     out.method = shift.method
     out.estimator = estimator_check(kernel, with_gap, shift) if kernel > 0 else None
-    out.verdict = period.verdict if period.key == "unmeasured" else (
-        _not_comparable(out) + verdict(kernel, shift, mde, need, unit=period.unit)
-        + estimator_note(out.estimator, with_gap) + (f" Caveat: {launch_bound_note(bound)}." if bound else ""))
+    out.verdict = period.verdict
     if span is not None:
-        out.gpu_span = {"measured_ms": span.saving_ms, "ci95_ms": [known(x) for x in span.saving_ci95_ms],
-                        "noise_ms": {k: known(v) for k, v in span.noise_ms.items()}}
+        out.gpu_span = GpuSpanComparison(measured_ms=span.saving_ms, ci95_ms=[known(x) for x in span.saving_ci95_ms],
+                                         noise_ms=_per_arm(span.noise_ms))
         if kernel > 0:
-            out.gpu_span["estimator"] = estimator_check(kernel, with_gap, span)
+            out.gpu_span.estimator = estimator_check(kernel, with_gap, span)
 
 
 def _pair_figures(out: Comparison, shift: ShiftResult) -> None:
     lo, hi = shift.saving_ci95_ms
     out.measured_ms = float(shift.saving_ms)
     out.ci95_ms = [known(lo), known(hi)]
-    out.noise_ms = {k: known(v) for k, v in shift.noise_ms.items()}
+    out.noise_ms = _per_arm(shift.noise_ms)
     out.mde_ms = known(shift.mde_ms())
-    out.n_steps = {"baseline": shift.n_baseline, "candidate": shift.n_candidate}
+    out.n_steps = ArmCounts(baseline=shift.n_baseline, candidate=shift.n_candidate)
     out.method = shift.method + " (these two runs; a boot-to-boot difference is not separated)"
 
 
 def compare_runs(base: RunReport, cand: RunReport, paths: tuple[str, ...] | list[str] = ()) -> Comparison:
     """One run per arm (``paths`` is kept for callers that name the runs; nothing is read)."""
     return compare_arms(Arms([base], [cand]))
+
+
+def _per_arm(values: dict[str, float]) -> PerArm:
+    return PerArm(baseline=known(values.get("baseline")), candidate=known(values.get("candidate")))
 
 
 def _not_comparable(cmp: Comparison) -> str:

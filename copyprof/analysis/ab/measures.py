@@ -9,39 +9,42 @@ verdict heads the comparison.
 from __future__ import annotations
 
 import math
-from typing import Any
 
-from copyprof.analysis.results import Measure, known
-from copyprof.stats.shift import ShiftResult
+import msgspec
+
 from copyprof.analysis.ab.verdict import classify, estimator_check, verdict
+from copyprof.analysis.results import EstimatorCheck, Measure, TimingComparison, TimingSummary, known
+from copyprof.stats.shift import ShiftResult
+from copyprof.vocabulary import MeasureName
 
-ORDER = ("replica timing", "GPU span", "client TPOT", "step period")
-UNITS = {"replica timing": "blocks", "GPU span": "steps", "client TPOT": "runs", "step period": "steps"}
+ORDER = (MeasureName.REPLICA_TIMING, MeasureName.GPU_SPAN, MeasureName.CLIENT_TPOT, MeasureName.STEP_PERIOD)
+UNITS = {MeasureName.REPLICA_TIMING: "blocks", MeasureName.GPU_SPAN: "steps", MeasureName.CLIENT_TPOT: "runs",
+         MeasureName.STEP_PERIOD: "steps"}
 
 
-def estimator_note(check: dict[str, Any] | None, with_gap: float) -> str:
+def estimator_note(check: EstimatorCheck | None, with_gap: float) -> str:
     """A sentence when the kernel + dispatch-gap estimate fits the measurement better."""
-    if not check or check["supported"] != "kernel_plus_gap":
+    if check is None or check.supported != "kernel_plus_gap":
         return ""
-    rel = check["estimates"]["kernel_plus_gap"]["rel_error"]
-    where = "lies in the CI" if check["estimates"]["kernel_plus_gap"]["in_ci"] else "is the closer one"
+    rel = check.estimates["kernel_plus_gap"].rel_error
+    where = "lies in the CI" if check.estimates["kernel_plus_gap"].in_ci else "is the closer one"
     off = f", {rel:+.1%} off the measured saving" if rel is not None else ""
     return (f" The kernel + dispatch-gap estimate ({with_gap:.3f} ms{off}) {where}: in graph replay a "
             "removed copy also takes its dispatch gap with it.")
 
 
-def timing_comparison(shift: ShiftResult, summary: dict[str, Any], kernel: float, with_gap: float) -> dict[str, Any]:
-    out = dict(summary)
+def timing_comparison(shift: ShiftResult, summary: TimingSummary, kernel: float, with_gap: float) -> TimingComparison:
+    """The replica timing of this pair as ``comparison.timing``: its summary, MDE and verdict."""
     mde = shift.mde_ms()
-    out["mde_ms"] = known(mde)
+    out = TimingComparison(**msgspec.structs.asdict(summary), mde_ms=known(mde))
     if kernel > 0:
-        out["estimator"] = estimator_check(kernel, with_gap, shift)
-        out["verdict"] = (verdict(kernel, shift, mde, shift.steps_needed(kernel), unit="blocks")
-                          + estimator_note(out["estimator"], with_gap))
+        out.estimator = estimator_check(kernel, with_gap, shift)
+        out.verdict = (verdict(kernel, shift, mde, shift.steps_needed(kernel), unit="blocks")
+                       + estimator_note(out.estimator, with_gap))
     return out
 
 
-def measure_of(name: str, shift: ShiftResult, kernel: float, with_gap: float, *, unit: str | None = None,
+def measure_of(name: MeasureName, shift: ShiftResult, kernel: float, with_gap: float, *, unit: str | None = None,
                need: int | None = None) -> Measure:
     """One measure; ``need``: observations per arm that resolve ``kernel`` where the caller
     knows them better than the shift's own noise does (runs, from the pooled between-run SD)."""
@@ -55,8 +58,8 @@ def measure_of(name: str, shift: ShiftResult, kernel: float, with_gap: float, *,
                    mde_ms=known(mde), n_baseline=shift.n_baseline, n_candidate=shift.n_candidate,
                    key=classify(kernel, shift), resolved=bool(shift.resolved),
                    verdict=verdict(kernel, shift, mde, need, unit=unit) + estimator_note(check, with_gap),
-                   supports=check["supported"] if check else None,
-                   supported_error=check["estimates"][check["supported"]]["rel_error"] if check else None)
+                   supports=check.supported if check else None,
+                   supported_error=check.estimates[check.supported].rel_error if check else None)
 
 
 def best(measures: list[Measure], passed_over: frozenset[str] = frozenset()) -> Measure | None:

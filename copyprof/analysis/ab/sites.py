@@ -11,14 +11,14 @@ from itertools import combinations
 
 import numpy as np
 
-from copyprof.analysis.results import GroupChange, RemovedSite, RunReport, Site, SiteChange
+from copyprof.analysis.results import Candidate, GroupChange, RemovedSite, RunReport, Site, SiteChange
 from copyprof.models.layout import kind_label
+from copyprof.vocabulary import CandidateForm, GroupStatus, Role, SiteStatus, UNATTRIBUTED_SITE
 
-UNATTRIBUTED = "post-proj"
 
 
 def is_post_site(s: Site) -> bool:
-    return s.role == "post-projection" or s.site == UNATTRIBUTED
+    return s.role == Role.POST or s.site == UNATTRIBUTED_SITE
 
 
 def site_key(s: Site) -> tuple[int, str]:
@@ -35,8 +35,8 @@ def _site_counts(run: RunReport, post_keys: set[tuple[int, str]] | None = None) 
     out: dict[tuple[str, int, str], float] = {}
     placed = run.attribution.method == "structure"  # its roles come from the layers: nothing to pool
     for s in run.sites:
-        post = is_post_site(s) or (not placed and post_keys is not None and s.site == "other" and site_key(s) in post_keys)
-        key = (UNATTRIBUTED if post else s.site, *site_key(s))
+        post = is_post_site(s) or (not placed and post_keys is not None and s.site == Role.OTHER and site_key(s) in post_keys)
+        key = (UNATTRIBUTED_SITE if post else s.site, *site_key(s))
         out[key] = out.get(key, 0.0) + float(s.per_step)
     return out
 
@@ -67,8 +67,8 @@ def removed_scope(base: RunReport, cand: RunReport) -> tuple[str | None, str]:
                       "the candidate changed other copies (see the site changes)")
     kinds = [k for k in _kinds(base) if b[k] > 0]
     c = cand.per_step.post_proj
-    pooled = round(sum(v for (fam, _, _), v in _site_counts(cand, post_keys(base)).items() if fam == UNATTRIBUTED))
-    if _kinds(cand) != _kinds(base) or any(s.site == UNATTRIBUTED for s in cand.sites):
+    pooled = round(sum(v for (fam, _, _), v in _site_counts(cand, post_keys(base)).items() if fam == UNATTRIBUTED_SITE))
+    if _kinds(cand) != _kinds(base) or any(s.site == UNATTRIBUTED_SITE for s in cand.sites):
         return _scope_from_total(b, kinds, pooled)  # the candidate's copies are not all placed in layers
     left = {k: int(c.get(k, 0)) for k in kinds}
     if all(left[k] == b[k] for k in kinds) and pooled == b["total"]:
@@ -116,7 +116,7 @@ def site_changes(base: RunReport, cand: RunReport) -> list[SiteChange]:
         nb, nc = b.get(key, 0.0), c.get(key, 0.0)
         if abs(nb - nc) < 1e-9:
             continue
-        status = "removed" if nc == 0 else ("appeared" if nb == 0 else "changed")
+        status = SiteStatus.REMOVED if nc == 0 else (SiteStatus.APPEARED if nb == 0 else SiteStatus.CHANGED)
         rows.append(SiteChange(site=key[0], bytes=key[1], neighbour=key[2], baseline_per_step=nb,
                                candidate_per_step=nc, status=status))
     return rows
@@ -148,11 +148,11 @@ def scope_estimate(base: RunReport, scope: str | None) -> tuple[float, float]:
 def group_changes(base: RunReport, cand: RunReport) -> list[GroupChange]:
     """Every copy group whose copies per step differ between the arms (candidates.py groups):
     gone, fewer, more, new, or moved (the same code's copies in other layers or of another size)."""
-    b = {c.key: c for c in base.candidates if c.form == "copy"}
-    c = {x.key: x for x in cand.candidates if x.form == "copy"}
+    in_base = {g.key: g for g in base.candidates if g.form == CandidateForm.COPY}
+    in_cand = {g.key: g for g in cand.candidates if g.form == CandidateForm.COPY}
     out = []
-    for key in list(b) + [k for k in c if k not in b]:
-        x, y = b.get(key), c.get(key)
+    for key in list(in_base) + [k for k in in_cand if k not in in_base]:
+        x, y = in_base.get(key), in_cand.get(key)
         nb, nc = (x.per_step if x else 0.0), (y.per_step if y else 0.0)
         first = x or y
         assert first is not None
@@ -168,14 +168,14 @@ def group_changes(base: RunReport, cand: RunReport) -> list[GroupChange]:
     return out
 
 
-def _group_status(x, y, nb: float, nc: float) -> str | None:  # noqa: ANN001 (Candidate | None)
+def _group_status(x: Candidate | None, y: Candidate | None, nb: float, nc: float) -> GroupStatus | None:
     if x is not None and y is not None and abs(nb - nc) < 1e-9:
-        return "moved" if (x.layers != y.layers or x.bytes != y.bytes) else None
+        return GroupStatus.MOVED if (x.layers != y.layers or x.bytes != y.bytes) else None
     if nc == 0:
-        return "gone"
+        return GroupStatus.GONE
     if nb == 0:
-        return "new"
-    return "fewer" if nc < nb else "more"
+        return GroupStatus.NEW
+    return GroupStatus.FEWER if nc < nb else GroupStatus.MORE
 
 
 def group_scope_text(changes: list[GroupChange]) -> str:
@@ -185,6 +185,6 @@ def group_scope_text(changes: list[GroupChange]) -> str:
         who = g.source.split("/")[-1] if g.source else g.producer
         delta = g.baseline_per_step - g.candidate_per_step
         n = f"{abs(delta):g}"
-        parts.append(f"{n} {g.role} copies per step {g.status} ({who})" if g.status != "moved"
+        parts.append(f"{n} {g.role} copies per step {g.status} ({who})" if g.status != GroupStatus.MOVED
                      else f"{g.role} copies moved ({who})")
     return "; ".join(parts)

@@ -26,28 +26,29 @@ the MDE, how many observations per arm would resolve it.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from copyprof.stats.shift import ShiftResult, json_float
 from copyprof.analysis.wording import VERDICT_PREFIX, fmt_ms
+from copyprof.analysis.results import EstimateCheck, EstimatorCheck
+from copyprof.vocabulary import VerdictKey
 
 ZERO_MS = 1e-9  # estimates below a picosecond are "no change expected"
 
 
 
-def classify(estimate_ms: float, shift: ShiftResult) -> str:
+def classify(estimate_ms: float, shift: ShiftResult) -> VerdictKey:
     """The verdict's key (see the module table); ``estimate_ms`` is a saving (baseline - candidate)."""
     lo, hi = shift.saving_ci95_ms
     if abs(estimate_ms) <= ZERO_MS:
-        return "none-none" if lo <= 0 <= hi else "none-measured"
+        return VerdictKey.NONE_NONE if lo <= 0 <= hi else VerdictKey.NONE_MEASURED
     s = 1.0 if estimate_ms > 0 else -1.0
     plo, phi = sorted((s * lo, s * hi))  # the interval along the estimate's direction
     e = abs(estimate_ms)
     if plo <= e <= phi:
-        return "consistent" if plo > 0 else "not-resolvable"
+        return VerdictKey.CONSISTENT if plo > 0 else VerdictKey.NOT_RESOLVABLE
     if plo > e:
-        return "larger"
-    return "opposite" if phi < 0 else "smaller"
+        return VerdictKey.LARGER
+    return VerdictKey.OPPOSITE if phi < 0 else VerdictKey.SMALLER
 
 
 def verdict(estimate_ms: float, shift: ShiftResult, mde_ms: float, steps_needed: int | None,
@@ -74,26 +75,26 @@ def verdict(estimate_ms: float, shift: ShiftResult, mde_ms: float, steps_needed:
     resolution += f" at 80 % power ({shift.n_baseline} vs {shift.n_candidate} {unit})"
     tail = f"; {resolution}" + (f"; {need}" if need and e < mde_ms else "") + "."
 
-    if key == "none-none":
+    if key == VerdictKey.NONE_NONE:
         return f"{VERDICT_PREFIX[key]}: {measured}{tail}"
-    if key == "none-measured":
+    if key == VerdictKey.NONE_MEASURED:
         faster = "faster" if shift.saving_ms > 0 else "slower"
         return f"{VERDICT_PREFIX[key]}: the candidate is {faster}, {measured}{tail}"
-    if key == "not-resolvable":
+    if key == VerdictKey.NOT_RESOLVABLE:
         head = f"{VERDICT_PREFIX[key]} ({need})" if need else VERDICT_PREFIX[key]
         return f"{head}: {measured} contains both zero and the {est}; {resolution}."
-    if key == "consistent":
+    if key == VerdictKey.CONSISTENT:
         return f"{VERDICT_PREFIX[key]}: {measured} vs {est}{tail}"
-    if key == "larger":
+    if key == VerdictKey.LARGER:
         return f"{VERDICT_PREFIX[key]}: {measured} lies above the {est}{tail}"
-    if key == "smaller":
+    if key == VerdictKey.SMALLER:
         what = "no measurable effect" if (lo <= 0 <= hi) else "an effect smaller than estimated"
         return f"{VERDICT_PREFIX[key]}: {measured} excludes the {est} ({what}){tail}"
     slower = "slower" if estimate_ms > 0 else "faster"
     return f"{VERDICT_PREFIX[key]}: the candidate is {slower}, {measured} vs {est}{tail}"
 
 
-def estimator_check(kernel_ms: float, kernel_plus_gap_ms: float, shift: ShiftResult) -> dict[str, Any]:
+def estimator_check(kernel_ms: float, kernel_plus_gap_ms: float, shift: ShiftResult) -> EstimatorCheck:
     """Which estimate (kernel time only, or kernel + dispatch gap) the measured A/B supports.
 
     Both estimates are savings (baseline - candidate). ``supported`` is the one inside the CI;
@@ -104,26 +105,19 @@ def estimator_check(kernel_ms: float, kernel_plus_gap_ms: float, shift: ShiftRes
     """
     m = shift.saving_ms
     lo, hi = shift.saving_ci95_ms
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, EstimateCheck] = {}
     for name, e in (("kernel", float(kernel_ms)), ("kernel_plus_gap", float(kernel_plus_gap_ms))):
-        rows[name] = {"estimate_ms": e, "in_ci": bool(lo <= e <= hi), "abs_error_ms": abs(e - m),
-                      "rel_error": (e - m) / m if m != 0 else None}
-    inside = [k for k, r in rows.items() if r["in_ci"]]
-    closest = min(rows, key=lambda k: rows[k]["abs_error_ms"])
+        rows[name] = EstimateCheck(estimate_ms=e, in_ci=bool(lo <= e <= hi), abs_error_ms=abs(e - m),
+                                   rel_error=(e - m) / m if m != 0 else None)
+    inside = [k for k, r in rows.items() if r.in_ci]
+    closest = min(rows, key=lambda k: rows[k].abs_error_ms)
     if len(inside) == 1:
         supported, basis = inside[0], "only this estimate lies in the CI"
     elif inside:
         supported, basis = closest, "both lie in the CI; this one is closer to the measured saving"
     else:
         supported, basis = closest, "neither lies in the CI; this one is closer to the measured saving"
-    rel = rows[supported]["rel_error"]
-    return {
-        "measured_ms": m,
-        "ci95_ms": [json_float(lo), json_float(hi)],
-        "resolved": shift.resolved,
-        "ci_narrower_than_saving": bool(hi - lo < abs(m)),
-        "estimates": rows,
-        "supported": supported,
-        "basis": basis,
-        "within_10pct": bool(rel is not None and abs(rel) <= 0.10),
-    }
+    rel = rows[supported].rel_error
+    return EstimatorCheck(measured_ms=m, ci95_ms=[json_float(lo), json_float(hi)], resolved=bool(shift.resolved),
+                          ci_narrower_than_saving=bool(hi - lo < abs(m)), estimates=rows, supported=supported,
+                          basis=basis, within_10pct=bool(rel is not None and abs(rel) <= 0.10))

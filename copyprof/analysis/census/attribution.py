@@ -15,6 +15,7 @@ import numpy as np
 from copyprof.analysis.census.layer_map import LayerMap
 from copyprof.analysis.results import Attribution
 from copyprof.taxonomy.anchors import CONSISTENT, anchor_mechanism, is_attention_math
+from copyprof.vocabulary import AttributionStatus
 
 if TYPE_CHECKING:
     from copyprof.models import ModelLayout
@@ -81,19 +82,19 @@ def summarise_attribution(verdicts: list[StepVerdict], layout: ModelLayout | Non
 
 
 def _status(out: Attribution, verdicts: list[StepVerdict], structured: list[StepVerdict], layout: ModelLayout,
-            maps: list[LayerMap]) -> tuple[str, str]:
+            maps: list[LayerMap]) -> tuple[AttributionStatus, str]:
     n = len(verdicts)
     if not verdicts:
-        return "not-attributed", "no counted steps"
+        return AttributionStatus.NOT_ATTRIBUTED, "no counted steps"
     if not structured:
         why = next((m.message for m in maps if m.status != "ok" and m.message), "")
         posts = sorted({v.post for v in verdicts})
         if any(v.post_placed for v in verdicts):
             msg = f"layers not found from the kernels ({why}); attributed by size and order"
-            return ("ok" if out.steps_attributed == n else "partial"), msg
+            return (AttributionStatus.OK if out.steps_attributed == n else AttributionStatus.PARTIAL), msg
         msg = (f"layers not found from the kernels ({why}); post-projection copies per step by size: {posts}, "
                f"layout has {layout.layers} layers — not attributed")
-        return "not-attributed", msg
+        return AttributionStatus.NOT_ATTRIBUTED, msg
     parts = [f"layers found from the step's kernels in {len(structured)}/{n} steps ({out.layers_found} layers)"]
     if out.kind_kernels:
         parts.append("kernels specific to one kind agree with the layout (" +
@@ -111,7 +112,7 @@ def _status(out: Attribution, verdicts: list[StepVerdict], structured: list[Step
     if any(v.no_tokens for v in verdicts):
         parts.append("no token count to size the [N, hidden] copies")
     bad = out.kind_disagreements or (out.anchored and out.anchors_agree < out.anchored)
-    status = "partial" if bad or len(structured) < n else "ok"
+    status = AttributionStatus.PARTIAL if bad or len(structured) < n else AttributionStatus.OK
     return status, "; ".join(parts)
 
 

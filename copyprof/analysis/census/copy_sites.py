@@ -30,47 +30,18 @@ found is ``unplaced`` and says why; the census then asks its size, never against
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 
 from copyprof.analysis.census.layer_map import LayerMap
 from copyprof.taxonomy.anchors import anchor_mechanism, is_allreduce
+from copyprof.vocabulary import Place, Role
 from copyprof.taxonomy.kernel_roles import is_activation, is_gemm, is_gemm_tail, is_moe, is_moe_reduce, is_norm
-
-
-class Role(StrEnum):
-    """A copy's role: what removing it takes and whether a direct-return change removes it."""
-
-    POST = "post-projection"
-    PLACEMENT = "placement"
-    MLP_OUTPUT = "mlp-output"
-    STAGING = "allreduce-staging"
-    METADATA = "metadata"
-    OTHER = "other"
-    UNPLACED = "unplaced"  # structure could not place it (internal: the census settles it)
 
 
 POST, PLACEMENT, MLP_OUTPUT, STAGING, METADATA, OTHER, UNPLACED = (
     Role.POST.value, Role.PLACEMENT.value, Role.MLP_OUTPUT.value, Role.STAGING.value, Role.METADATA.value,
-    Role.OTHER.value, Role.UNPLACED.value)
-ROLES = tuple(r.value for r in Role)
-
-
-class Place(StrEnum):
-    """Where structure put a copy (the evidence behind its role, in the report's words)."""
-
-    AFTER_PROJECTION = "after the attention block's output projection"
-    IN_ATTENTION = "inside the attention block, before its output projection"
-    BEFORE_CORE = "in the attention block, before its core"
-    AFTER_MOE_REDUCE = "after the MoE reduction"
-    AFTER_MLP_GEMM = "after the MLP block's GEMM"
-    IN_MLP = "inside the MLP block"
-    BEFORE_ALLREDUCE = "right before an all-reduce"
-    OUTSIDE = "outside the decoder layers"
-    NO_CORE = "no attention core recognised in its layer"
-    NO_BOUNDARY = "no norm closes its layer's attention block"
-    NO_LAYERS = "the step's layers were not found"
+    Role.OTHER.value, Role.UNPLACED.value)  # plain values: they fill numpy object arrays
 
 
 @dataclass
@@ -151,6 +122,8 @@ def place_copies(codes: np.ndarray, structural: np.ndarray, copy_at: np.ndarray,
 def _next_structural(structural: np.ndarray, at: np.ndarray) -> np.ndarray:
     """Position of the next structural op after each position (-1 when none)."""
     where = np.flatnonzero(structural)
+    if not len(where):  # a step of copies only (no kernel, no memset): nothing follows any of them
+        return np.full(len(at), -1, dtype=np.int64)
     j = np.searchsorted(where, at, side="right")
     return np.where(j < len(where), where[np.minimum(j, len(where) - 1)], -1)
 

@@ -23,7 +23,8 @@ import pandas as pd
 
 from copyprof.analysis.census.attribution import StepVerdict, anchor_agreement, summarise_attribution
 from copyprof.analysis.census.by_order import order_attribution
-from copyprof.analysis.census.copy_sites import OTHER, POST, UNPLACED, NameRoles, Place, place_copies
+from copyprof.analysis.census.copy_sites import OTHER, POST, UNPLACED, NameRoles, place_copies
+from copyprof.vocabulary import EvidenceKind, Place
 from copyprof.analysis.census.layer_map import LayerMap, map_layers
 from copyprof.analysis.results import Attribution
 from copyprof.analysis.census.role_evidence import Evidence, weigh_stacks
@@ -33,11 +34,11 @@ from copyprof.analysis.steps.segment import Steps
 from copyprof.events import BYTES_SOURCES
 from copyprof.models import PRESETS, ModelLayout
 from copyprof.taxonomy.copies import bytes_match, is_graph_launch
+from copyprof.vocabulary import UNATTRIBUTED_SITE
 
 COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "role", "kind",
                 "layer", "slot", "place", "next_kernel", "prev_kernel", "row"]
 SOURCE_COLUMNS = ["source", "stack", "why", "shape"]  # analysis/sources/frames.py: the code that issued each copy
-UNATTRIBUTED = "post-proj"  # site of a post-projection copy whose layer is unknown
 
 
 @dataclass
@@ -162,7 +163,6 @@ def _settle_step(ops: StepOps, c0: int, c1: int, layout: ModelLayout, n_tok: int
     nbytes, src = c_bytes[c0:c1], c_src[c0:c1]
     size_known = (nbytes >= 0) & (src != "layout")
     match = bytes_match(nbytes, src, layout.post_proj_bytes(n_tok)) if n_tok else np.zeros(c1 - c0, dtype=bool)
-    structural = role[c0:c1] != UNPLACED
     verdict = StepVerdict(structure=lm.status if lm is not None else "none", layers=lm.layers if lm else 0)
     if n_tok:  # a post-projection copy moves [N, hidden]; other roles may too (the MoE output copy does)
         verdict.size_disagree = int(((role[c0:c1] == POST) & size_known & ~match).sum())
@@ -190,7 +190,7 @@ def _sites(role: np.ndarray, layer: np.ndarray, layout: ModelLayout | None) -> n
         kinds = np.asarray(layout.layer_kinds, dtype=object)
         known = post & (layer >= 0)
         site[known] = kinds[layer[known]]
-        site[post & (layer < 0)] = UNATTRIBUTED
+        site[post & (layer < 0)] = UNATTRIBUTED_SITE
     return site
 
 
@@ -289,7 +289,7 @@ def _add_evidence(copies: pd.DataFrame, evidence: Evidence | None, settled: np.n
         copies["agree"] = pd.Series([None] * len(copies), index=copies.index, dtype=object)
         return
     ev = evidence.evidence.copy()
-    ev[(ev == "structure") & (copies["place"].to_numpy() == Place.NO_LAYERS.value)] = "size"
+    ev[(ev == EvidenceKind.STRUCTURE.value) & (copies["place"].to_numpy() == Place.NO_LAYERS.value)] = EvidenceKind.SIZE.value
     copies["block"], copies["evidence"], copies["structure_said"] = evidence.block, ev, evidence.structure_said
     copies["agree"] = pd.Series(list(evidence.agree), index=copies.index, dtype=object)
 
@@ -350,7 +350,7 @@ def _step_figures(step_id: int, n_tok: int | None, site: np.ndarray, dur: np.nda
 
     is_post = np.isin(site, list(kinds)) if kinds else np.zeros(len(site), dtype=bool)
     out: dict[str, object] = {"step": step_id, "tokens": n_tok, "copies": len(site), "other": int((~is_post).sum()),
-                              "post_total": int(is_post.sum()), "unattributed": int((site == UNATTRIBUTED).sum()),
+                              "post_total": int(is_post.sum()), "unattributed": int((site == UNATTRIBUTED_SITE).sum()),
                               "post_total_ms": ms(is_post), "other_ms": ms(~is_post)}
     for kind in kinds:
         mine = site == kind

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from copyprof.analysis.census.copy_sites import MLP_OUTPUT, OTHER, PLACEMENT, POST, STAGING, UNPLACED, METADATA, Place
+from copyprof.analysis.census.copy_sites import METADATA, MLP_OUTPUT, OTHER, PLACEMENT, POST, STAGING, UNPLACED
+from copyprof.vocabulary import EvidenceKind, Place
 from copyprof.taxonomy.kernel_roles import is_gemm, is_gemm_tail, is_moe_reduce
 from copyprof.taxonomy.modules import Block, block_of
 
@@ -62,7 +63,7 @@ def weigh_stacks(role: np.ndarray, place: np.ndarray, modules: list[list[str]] |
     ``sourced``: which copies have a Python stack at all; in a trace that records module frames,
     a copy with a stack and no module around it was issued outside the model."""
     n = len(role)
-    out = Evidence(np.full(n, "", dtype=object), np.full(n, "structure", dtype=object),
+    out = Evidence(np.full(n, "", dtype=object), np.full(n, EvidenceKind.STRUCTURE.value, dtype=object),
                    np.full(n, None, dtype=object), np.full(n, "", dtype=object))
     if modules is None:
         return out
@@ -78,11 +79,11 @@ def weigh_stacks(role: np.ndarray, place: np.ndarray, modules: list[list[str]] |
         said = structural_block(str(role[i]), str(place[i]))
         if role[i] == UNPLACED:
             role[i], place[i] = role_in_block(block, str(producer[i]))
-            out.evidence[i] = "stack"
+            out.evidence[i] = EvidenceKind.STACK.value
         elif said == block:
-            out.evidence[i], out.agree[i] = "structure+stack", True
+            out.evidence[i], out.agree[i] = EvidenceKind.STRUCTURE_AND_STACK.value, True
         else:
             out.structure_said[i] = str(role[i])
             role[i], place[i] = role_in_block(block, str(producer[i]))
-            out.evidence[i], out.agree[i] = "stack", False
+            out.evidence[i], out.agree[i] = EvidenceKind.STACK.value, False
     return out

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from copyprof.analysis.census.copy_sites import METADATA, MLP_OUTPUT, OTHER, PLACEMENT, POST, STAGING
-from copyprof.analysis.results import Candidate, known
+from copyprof.analysis.results import Candidate
+from copyprof.vocabulary import CandidateForm, Role
 
 CHANGES = {
     POST: "return the projection directly instead of writing it into a caller-owned buffer",
@@ -80,11 +81,11 @@ def copy_candidates(copies: pd.DataFrame, per_step: pd.DataFrame, *, graph: bool
         gap = _per_step_ms(g.assign(gap_ns=np.where(replayed, g["gap_ns"], 0)), "gap_ns", all_steps)
         removable = float(np.median(kernel))
         with_gap = float(np.median(kernel + gap)) if replayed.any() else removable
-        role = str(g["role"].iloc[0])
+        role = Role(str(g["role"].iloc[0]))
         source = _commonest(g["source"]) if "source" in g else None
         layers = sorted(int(x) for x in g["layer"].unique() if x > 0)
         out.append(Candidate(
-            form="copy", role=role, source=source or None, stack=list(g["stack"].iloc[0]) if source else [],
+            form=CandidateForm.COPY, role=role, source=source or None, stack=list(g["stack"].iloc[0]) if source else [],
             layers=layers, kinds=sorted(set(g["kind"].astype(str)) - {""}), bytes=sorted({int(b) for b in g["bytes"]}),
             shape=_commonest(g["shape"]) if "shape" in g else "", producer=producer_family(_commonest(g["prev_kernel"])),
             per_step=len(g) / max(len(all_steps), 1), removable_ms=removable,
@@ -97,7 +98,7 @@ def copy_candidates(copies: pd.DataFrame, per_step: pd.DataFrame, *, graph: bool
 def kernel_candidates(events: pd.DataFrame, rows: np.ndarray | None, steps_of_rows: np.ndarray | None,
                       per_step: pd.DataFrame, *, graph: bool) -> list[Candidate]:
     """Elementwise copy kernels of the counted steps, by name (never counted as device copies)."""
-    if rows is None or not len(rows):
+    if rows is None or steps_of_rows is None or not len(rows):
         return []
     from copyprof.taxonomy.copies import kernel_copy_class
 
@@ -118,21 +119,21 @@ def kernel_candidates(events: pd.DataFrame, rows: np.ndarray | None, steps_of_ro
     out = []
     for code, g in frame.groupby("code"):
         name = str(names[code])
-        pure = _pure_copy(name)
+        is_pure = _pure_copy(name)
         ms = float(np.median(_per_step_ms(g, "dur_ns", all_steps)))
         out.append(Candidate(
-            form="kernel", role="elementwise-copy", source=None, stack=[], layers=[], kinds=[], bytes=[], shape="",
+            form=CandidateForm.KERNEL, role=Role.ELEMENTWISE_COPY, source=None, stack=[], layers=[], kinds=[], bytes=[], shape="",
             producer=kernel_label(name), per_step=len(g) / max(len(all_steps), 1),
-            removable_ms=ms if pure else None, removable_with_gap_ms=ms if pure else None, gap_counts=False,
-            share_pct=100 * ms / period_med if pure and period_med else None,
-            steps_needed=_steps_needed(ms, noise) if pure else None,
-            change=("write the result with the destination's dtype and layout in its producer" if pure else
+            removable_ms=ms if is_pure else None, removable_with_gap_ms=ms if is_pure else None, gap_counts=False,
+            share_pct=100 * ms / period_med if is_pure and period_med else None,
+            steps_needed=_steps_needed(ms, noise) if is_pure else None,
+            change=("write the result with the destination's dtype and layout in its producer" if is_pure else
                     "fused with other work by Inductor: not removable by itself"), key=f"kernel|{name}"))
     pure = sorted((c for c in out if c.removable_ms is not None), key=lambda c: -(c.removable_ms or 0.0))
     fused = [c for c in out if c.removable_ms is None]
     if fused:  # one line for them: none can be removed by itself
         pure.append(Candidate(
-            form="kernel", role="fused-copy", source=None, stack=[], layers=[], kinds=[], bytes=[], shape="",
+            form=CandidateForm.KERNEL, role=Role.FUSED_COPY, source=None, stack=[], layers=[], kinds=[], bytes=[], shape="",
             producer=f"{len(fused)} Inductor kernels that fuse a copy into other work (" +
                      ", ".join(c.producer for c in fused[:3]) + (", …" if len(fused) > 3 else "") + ")",
             per_step=sum(c.per_step for c in fused), removable_ms=None, removable_with_gap_ms=None, gap_counts=False,

@@ -4,10 +4,12 @@ The patch (vLLM #50592 / #50847) returns the projection instead of copying it in
 caller-owned buffer, so it removes exactly the post-projection copies of its scope. Removable
 time per step is the median over steps of those copies' summed kernel time (p10/p90 given).
 In graph replay the copy's slot also holds a dispatch gap (idle time until the next kernel),
-so a second estimate adds that gap: issue 4 calibrates which one an A/B supports.
+so a second estimate adds that gap: an A/B with a fine enough measure says which one it supports (analysis/ab/verdict.py estimator_check).
 Copies of other sites (KDA placement, all-reduce staging, metadata) are never removable.
 """
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,6 +17,7 @@ import pandas as pd
 from copyprof.analysis.census.count import Census
 from copyprof.analysis.results import Estimate, GraphNodeMatch, Site, known
 from copyprof.models.layout import kind_label
+from copyprof.vocabulary import Role, UNATTRIBUTED_SITE
 
 
 def _pct(values: np.ndarray, q: float) -> float:
@@ -81,19 +84,19 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
             median_us=med_us, ms_per_step=float(us.sum()) / 1e3 / n_steps,
             achieved_gbps=gbps, peak_gbps=peak_gbps, bound=bound,
             where=_where(site, layers, census.kinds, kinds_seen, mapped), neighbour=str(nxt),
-            role=str(g["role"].iloc[0]) if g["role"].nunique() == 1 else "mixed",
+            role=Role(str(g["role"].iloc[0])) if g["role"].nunique() == 1 else Role.MIXED,
             layer_kind=kinds_seen[0] if len(kinds_seen) == 1 else None,
             source=code or None, stack=list(g["stack"].iloc[0]) if code else [],
             source_note="" if code else str(g["why"].iloc[0]) if "why" in g else "",
             shape=_commonest(g["shape"]) if "shape" in g else "",
             **_node_identity(g), **_evidence(g),
         ))
-    order = {**{k: i for i, k in enumerate(census.kinds)}, "post-proj": 90, "placement": 91, "allreduce-staging": 92,
-             "other": 93}
+    order = {**{k: i for i, k in enumerate(census.kinds)}, UNATTRIBUTED_SITE: 90, Role.PLACEMENT: 91, Role.STAGING: 92,
+             Role.OTHER: 93}
     return sorted(rows, key=lambda r: (order.get(r.site, 99), -r.per_step))
 
 
-def _evidence(g: pd.DataFrame) -> dict[str, object]:
+def _evidence(g: pd.DataFrame) -> dict[str, Any]:
     """What set the site's role: the commonest evidence, whether structure and stack agreed on
     every copy (None where only one of them spoke), what structure had said where it lost."""
     if "evidence" not in g:
@@ -112,17 +115,17 @@ def _commonest(values: pd.Series) -> str:
 def _where(site: str, layers: pd.Series, kinds: tuple[str, ...], seen: list[str], mapped: bool) -> str:
     if site in kinds:
         return f"{kind_label(site)} layers, after the output projection"
-    if site == "placement" and len(seen) == 1:
+    if site == Role.PLACEMENT and len(seen) == 1:
         return f"{kind_label(seen[0])} layers, before the output projection"
     if layers.empty:
-        if site == "post-proj":  # a post-projection copy's size, but no layer: not in the post-projection count
+        if site == UNATTRIBUTED_SITE:  # a post-projection copy's size, but no layer: not in the post-projection count
             return "size of a post-projection copy, layer unknown: not counted as post-projection"
         return "outside the decoder layers" if kinds and mapped else "not placed (no attribution)"
     lo, hi = int(layers.min()), int(layers.max())
     return f"layer {lo}" if lo == hi else f"layers {lo}–{hi}"
 
 
-def _node_identity(g: pd.DataFrame) -> dict[str, object]:
+def _node_identity(g: pd.DataFrame) -> dict[str, Any]:
     """The graph nodes a site's copies replay, and whether every step replays the same ones
     (``graph node id`` in the trace; -1 where the copy's graph id is unknown)."""
     if "graph_node" not in g or not (g["graph_node"] >= 0).all():
@@ -139,7 +142,7 @@ def graph_node_match(copies: pd.DataFrame) -> GraphNodeMatch | None:
 
     Node ids are assigned per capture (CUPTI: per process; ROCm kineto#1567: the dispatch's
     ordinal in its launch), so they identify a copy across the replays of one run; across
-    arms copies are matched by size and place (ab_sites.py), as before."""
+    arms copies are matched by size and place (analysis/ab/sites.py)."""
     if copies.empty or "graph_node" not in copies or not (copies["graph_node"] >= 0).any():
         return None
     n_steps = max(1, copies["step"].nunique())

@@ -1,6 +1,6 @@
 """Does the trace hold the GPU work its graph launches ran? If not, every copy count is a floor.
 
-Why (issue 18): ROCTracer drops kernel-dispatch events of HIP-graph replay (ROCm/ROCm#6102,
+Why: ROCTracer drops kernel-dispatch events of HIP-graph replay (ROCm/ROCm#6102,
 fixed in ROCm 7.2.2; torch wheels vendor their own roctracer and HIP under ``torch/lib``, so an
 upgraded ROCm does not help: sgl-project/sglang#35390 measured 448 of 512 kernels per replay,
 and 513 kernel events where a working runtime records ~3,930); stock ROCm vLLM images can show
@@ -37,6 +37,7 @@ import pandas as pd
 from copyprof.analysis.health.graph_launches import GraphLaunches
 from copyprof.analysis.results import Completeness
 from copyprof.analysis.steps.segment import Steps
+from copyprof.vocabulary import CompletenessStatus
 
 # A graph step with less than this share of an eager step's GPU ops (same run, same tokens) is
 # short. Chosen, not measured: eager and graph replay of one model run the same kernels, but
@@ -71,7 +72,7 @@ def check_completeness(events: pd.DataFrame, steps: Steps, launches: GraphLaunch
     """The completeness record of one rank's trace (module docstring)."""
     n = len(launches)
     if not n:
-        return Completeness(status="no-graph-launches", checks=["the trace has no graph launches: nothing to check"])
+        return Completeness(status=CompletenessStatus.NO_GRAPH_LAUNCHES, checks=["the trace has no graph launches: nothing to check"])
     short = np.zeros(n, dtype=bool)
     missing = np.zeros(n, dtype=np.int64)  # ops known missing per launch (a floor)
     checks: list[str] = []
@@ -88,7 +89,7 @@ def check_completeness(events: pd.DataFrame, steps: Steps, launches: GraphLaunch
     flagged_steps = set(launches.step[short & (launches.step >= 0)].tolist()) | eager_steps
     lost = bool(empty.any() or short.any() or eager_steps)
     out = Completeness(
-        status="lower-bound" if lost else "complete", graph_launches=n,
+        status=CompletenessStatus.LOWER_BOUND if lost else CompletenessStatus.COMPLETE, graph_launches=n,
         launches_without_gpu_work=int(empty.sum()), launches_short=int(short.sum()),
         gpu_ops_per_launch=float(np.median(launches.n_ops)), missing_gpu_ops=int(missing.sum()) + eager_missing,
         steps_flagged=len(flagged_steps), checks=checks)

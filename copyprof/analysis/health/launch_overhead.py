@@ -1,6 +1,6 @@
 """Do graph-launch calls hold up the GPU? Then step periods measure the launch path, not the model.
 
-Why (issue 18): when PyTorch's kineto is built on rocprofiler-sdk instead of roctracer, every
+Why: when PyTorch's kineto is built on rocprofiler-sdk instead of roctracer, every
 ``hipGraphLaunch`` costs ~270 µs more and GPU occupancy drops from ~97 % to ~75 % (ROCm/ATOM#432,
 ROCm/aiter#2511: healthy launches average ~50 µs, their regression guard fails above 150 µs or
 below 80 % occupancy). Step periods then carry the profiler's hooks, and an A/B of them can

@@ -51,8 +51,8 @@ def apply_sources(copies: pd.DataFrame, entries: list[SourceEntry], origin: str)
     ordinal = _ordinals(copies)
     by_place = {(e.layer, e.role, e.ordinal): e for e in entries}
     by_kind: dict[tuple[str, str, int, int], SourceEntry] = {}
-    for e in entries:
-        by_kind.setdefault((e.kind, e.role, e.bytes, e.ordinal), e)
+    for entry in entries:
+        by_kind.setdefault((entry.kind, entry.role, entry.bytes, entry.ordinal), entry)
     same_layers = bool(entries) and max(e.layer for e in entries) == int(copies["layer"].max())
     matched = np.zeros(len(copies), dtype=bool)
     src, stack, why = copies["source"].tolist(), copies["stack"].tolist(), copies["why"].tolist()
@@ -61,7 +61,7 @@ def apply_sources(copies: pd.DataFrame, entries: list[SourceEntry], origin: str)
             copies["bytes_src"].astype(str).tolist(), ordinal.tolist())):
         if src[i] is not None or layer <= 0:
             continue
-        e = by_place.get((layer, role, k)) if same_layers else None
+        e: SourceEntry | None = by_place.get((layer, role, k)) if same_layers else None
         if e is None:
             measured = int(nbytes) if bsrc not in ("layout", "none") else -1
             e = by_kind.get((kind, role, measured, k)) or by_kind.get((kind, role, -1, k))

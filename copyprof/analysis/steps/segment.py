@@ -17,6 +17,8 @@ themselves, with the host-side copy ops inside them.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -124,13 +126,14 @@ def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -
     return _finish("annotation", grammar, gpu_ann, events, step_of, device, notes)
 
 
-def _finish(rule: str, grammar: str, ann: pd.DataFrame, events: pd.DataFrame, step_of: np.ndarray,
+def _finish(rule: str, grammar: str | None, ann: pd.DataFrame, events: pd.DataFrame, step_of: np.ndarray,
             device: int, notes: list[str]) -> Steps:
     labels = ann["name"].astype(str).tolist()
     infos = [parse_step(n) for n in labels]
     decode = [i.is_decode if i else None for i in infos]
     if grammar == "profiler-step":
-        notes.append("ProfilerStep ranges say nothing about what a step holds: every step is counted, tokens per step are inferred where the copies allow")
+        notes.append("ProfilerStep ranges say nothing about what a step holds: every step is counted, tokens per "
+                     "step are inferred where the copies allow")
         decode = [True if d is None else d for d in decode]
     table = _build_table(events, step_of, labels, [i.tokens if i else None for i in infos], decode)
     return Steps(f"{rule} ({grammar})", table, step_of, device, notes)
@@ -193,7 +196,7 @@ def rank_warnings(per_rank: list[tuple[int, list[str]]]) -> list[str]:
 
 
 def _build_table(events: pd.DataFrame, step_of: np.ndarray, labels: list[str], tokens: list[int | None],
-                 is_decode: list[bool | None]) -> pd.DataFrame:
+                 is_decode: Sequence[bool | None]) -> pd.DataFrame:
     n = len(labels)
     first, last, count = step_extents(step_of, events["start_ns"].to_numpy(), events["dur_ns"].to_numpy(), n)
     table = pd.DataFrame({
