@@ -54,7 +54,7 @@ def analyze(run: str | Sequence[str], *, model: str | ModelLayout | None = None,
     rank whose figures head the report (default: the lowest). ``all_steps``: count prefill and
     mixed steps too."""
     from copyprof.analysis.report import analyze_run
-    from copyprof.cli.model_option import resolve_layout
+    from copyprof.rundir.model import resolve_layout
 
     paths = [run] if isinstance(run, str) else list(run)
     if isinstance(model, ModelLayout):

@@ -35,7 +35,7 @@ def annotate_cmd(run: str, output: str, model: str | None, rank: int | None, all
         raise CopyprofError("the folder to write into does not exist", path=parent)
     if not out.endswith((".json", ".json.gz")):
         raise CopyprofError("the output name must end in .json or .json.gz", path=output)
-    from copyprof.cli.model_option import resolve_layout
+    from copyprof.rundir.model import resolve_layout
     from copyprof.cli.read_progress import read_traces
     from copyprof.readers.discover import discover
 

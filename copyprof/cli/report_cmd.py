@@ -10,7 +10,7 @@ import msgspec
 
 from copyprof.analysis.results import Comparison, RunReport, encode
 from copyprof.cli.arms import ArmPaths, ArmsCommand, resolve_arms
-from copyprof.cli.model_option import resolve_layout
+from copyprof.rundir.model import resolve_layout
 from copyprof.errors import CopyprofError
 from copyprof.models import ModelLayout
 from copyprof.readers.discover import discover

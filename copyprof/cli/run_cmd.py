@@ -46,7 +46,7 @@ class _Progress:
     """Stages on stderr: a rich spinner on a terminal, plain lines otherwise (CI, pipes)."""
 
     def __init__(self) -> None:
-        self.console = Console(stderr=True)
+        self.console = Console(stderr=True, log_path=False)  # log lines: time and text, not the caller's file
         self.live = self.console.is_terminal and not os.environ.get("CI")
         self.status: Status | None = None
         self.current = ""
@@ -58,7 +58,7 @@ class _Progress:
                 self.status = self.console.status(name)
                 self.status.start()
             self.status.update(name)
-            self.console.log(name, log_path=False)
+            self.console.log(name)
         else:
             click.echo(f"copyprof: {name}", err=True)
 
@@ -69,7 +69,7 @@ class _Progress:
 
     def info(self, text: str) -> None:
         if self.live:
-            self.console.log(text, log_path=False)
+            self.console.log(text)
         else:
             click.echo(f"copyprof: {text}", err=True)
 

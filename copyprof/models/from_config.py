@@ -62,7 +62,8 @@ def layout_from_config(config: dict[str, Any], *, name: str, source: str = "conf
         raise CopyprofError(f"model config lacks hidden_size ({exc})", path=source) from exc
     n = len(kinds)
     dtype = str(text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16")
-    lac = text.get("linear_attn_config") if isinstance(text.get("linear_attn_config"), dict) else {}
+    lac_raw = text.get("linear_attn_config")
+    lac: dict[str, Any] = lac_raw if isinstance(lac_raw, dict) else {}
     heads = _int(text, "num_attention_heads")
     return ModelLayout(
         name=name, hidden=hidden, layer_kinds=tuple(kinds), mechanism=mechanism, source=source, hf_id=hf_id,
@@ -109,7 +110,8 @@ def _kinds(text: dict[str, Any], config: dict[str, Any], source: str) -> tuple[l
     model_type = str(text.get("model_type") or config.get("model_type") or "")
     listed = text.get("layer_types") or text.get("layers_block_type")
     if isinstance(listed, list) and listed and all(isinstance(k, str) for k in listed):
-        kinds = [_LEGACY_NAMES.get(k, k) for k in listed]
+        names: list[str] = listed  # every item was checked to be a str just above
+        kinds = [_LEGACY_NAMES.get(k, k) for k in names]
         return kinds, _mechanisms(kinds, model_type)
     lac = text.get("linear_attn_config")
     if isinstance(lac, dict) and isinstance(lac.get("kda_layers"), list):

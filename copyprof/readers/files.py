@@ -19,22 +19,29 @@ import os
 import sqlite3
 import zlib
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import BinaryIO
 
 from copyprof.errors import CopyprofError
 
+# ISA-L's modules or the standard library's, whichever imports: the same calls either way.
 try:  # ISA-L inflate is ~3x faster than zlib's; fall back quietly when absent.
-    from isal import igzip as _gzip_impl  # type: ignore[import-not-found]
-    from isal import isal_zlib as _zlib  # type: ignore[import-not-found]
+    from isal import igzip as _isal_gzip  # type: ignore[import-not-found]
+    from isal import isal_zlib as _isal_zlib  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - isal is a core dependency
-    _gzip_impl = gzip
-    _zlib = zlib
+    _gzip_impl: ModuleType = gzip
+    _zlib: ModuleType = zlib
+else:
+    _gzip_impl, _zlib = _isal_gzip, _isal_zlib
 _FastGzipReader = getattr(_zlib, "_GzipReader", None)  # python-isal's C reader (has readinto)
 
 try:  # ISA-L's inflate raises its own error type, not zlib.error
-    from isal.isal_zlib import error as _IsalError  # type: ignore[import-not-found]
+    from isal import isal_zlib as _isal_errors  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover - isal is a core dependency
-    _IsalError = zlib.error
+    _IsalError: type[BaseException] = zlib.error
+else:  # read through ModuleType: python-isal's stub declares `error` an instance, not the class it is
+    _errors_module: ModuleType = _isal_errors
+    _IsalError = _errors_module.error
 # What reading a damaged or cut-off gzip stream can raise (gzip/igzip file objects).
 DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error, _IsalError)
 

@@ -120,8 +120,8 @@ class _Reader:
 
     def _split(self, parts: list[schema.Part], tables_read: list[str]) -> list[Trace]:
         """One Trace per process; ranks from ``MPI Rank N`` thread names, else pid order."""
-        keys = np.unique(np.concatenate([p.pid for p in parts] + [np.empty(0, np.int64)]))
-        keys = sorted((int(k) for k in keys if k >= 0), key=lambda g: ((g >> 24) & TID_MASK, g))
+        pids = np.unique(np.concatenate([p.pid for p in parts] + [np.empty(0, np.int64)]))
+        keys = sorted((int(k) for k in pids if k >= 0), key=lambda g: ((g >> 24) & TID_MASK, g))
         named = self._mpi_ranks()
         if len(keys) <= 1:
             groups: list[int | None] = [None]  # everything, including rows without a pid
@@ -363,7 +363,7 @@ class _Reader:
             row = self._safe("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME")
             if row and type(row[0][0]) is int:
                 metadata["session_start_utc_ns"] = row[0][0]
-        devices: dict[int, dict[str, Any]] = {}
+        devices: dict[str | None, dict[str, Any]] = {}
         if "TARGET_INFO_GPU" in self.tables:
             have = {r[1] for r in self._safe('PRAGMA table_info("TARGET_INFO_GPU")')}
             pick = [c if c in have else "NULL" for c in ("id", "name", "computeMajor", "computeMinor", "smCount")]
@@ -372,7 +372,7 @@ class _Reader:
                 arch = f"sm_{major}{minor}" if type(major) is int and type(minor) is int else ""
                 devices.setdefault(schema.text(gid), {"name": schema.text(name) or "", "arch": arch,
                                                 "sms": sms if type(sms) is int else None})
-        procs: dict[int, str] = {}
+        procs: dict[int, str | None] = {}
         if "PROCESSES" in self.tables:
             procs = {g: schema.text(n) for g, n in self._safe("SELECT globalPid, name FROM PROCESSES") if type(g) is int}
         return {"metadata": metadata, "devices": list(devices.values()), "procs": procs, "tables_read": tables_read}

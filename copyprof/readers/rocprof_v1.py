@@ -33,6 +33,8 @@ from copyprof.readers.files import DECOMPRESS_ERRORS, open_binary
 
 _REQUIRED = ("KernelName", "BeginNs", "EndNs")
 _INT_FIELDS = {"device": "gpu-id", "stream": "queue-id", "grd": "grd", "wgr": "wgr", "pid": "pid"}
+# What reading the rows can raise: the csv module's errors and a damaged gzip stream's.
+_READ_ERRORS: tuple[type[BaseException], ...] = (csv.Error, *DECOMPRESS_ERRORS)
 
 
 def is_rocprof_v1_csv(head: bytes) -> bool:
@@ -52,7 +54,7 @@ def read_rocprof_v1_csv(path: str) -> list[Trace]:
         reader = csv.reader(lines)
         try:
             header = next(reader, None)
-        except (csv.Error, *DECOMPRESS_ERRORS) as exc:
+        except _READ_ERRORS as exc:
             raise CopyprofError(f"cannot read the CSV header ({exc})", path=path) from exc
         if not header or not any(h.strip() for h in header):
             raise CopyprofError("empty file: no rocprof results.csv header", path=path)
@@ -141,7 +143,7 @@ def _parse_rows(reader: Any, col: dict[str, int], width: int) -> _Rows:
             ints["end_ns"].append(end)
             for k, v in zip(extra, vals):
                 ints[k].append(v)
-    except (csv.Error, *DECOMPRESS_ERRORS) as exc:  # NUL bytes, broken gzip stream
+    except _READ_ERRORS as exc:  # NUL bytes, broken gzip stream
         stop = f"reading stopped at row {row_no + 1} ({type(exc).__name__}: {exc})"
     return _Rows(names, codes, ints, bad, stop, row_no)
 

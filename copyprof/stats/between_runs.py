@@ -25,13 +25,13 @@ from functools import lru_cache
 
 import numpy as np
 
+from copyprof.stats.quantiles import t_ppf
+
 
 
 @lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    from scipy import stats
-
-    return float(stats.t.ppf(p, df))
+    return t_ppf(p, df)
 
 
 @dataclass(frozen=True)

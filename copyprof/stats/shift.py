@@ -50,6 +50,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from copyprof.stats.quantiles import norm_ppf, t_ppf
+
 
 def _stats() -> ModuleType:
     """scipy.stats, imported on first use: it costs ~1 s and ~60 MB, and a report without an
@@ -240,7 +242,7 @@ def minimum_detectable_effect(noise_a: float, noise_b: float, n_a: int, n_b: int
         return math.inf
     df = n_a - 1 if paired else n_a + n_b - 2
     size = _achieved_alpha(int(n_a), int(n_b), alpha, paired)
-    z = _stats().t.ppf(1 - size / 2, df) + _stats().t.ppf(power, df)
+    z = t_ppf(1 - size / 2, df) + t_ppf(power, df)
     return float(z * math.sqrt(noise_a**2 / n_a + noise_b**2 / n_b) / math.sqrt(ARE_RANK))
 
 
@@ -256,7 +258,7 @@ def steps_needed(effect_ms: float, noise_a: float, noise_b: float, *, alpha: flo
         raise ValueError(f"steps_needed needs a finite non-zero effect, got {effect_ms}")
     if ratio <= 0:
         raise ValueError(f"ratio must be > 0, got {ratio}")
-    z = _stats().norm.ppf(1 - alpha / 2) + _stats().norm.ppf(power)
+    z = norm_ppf(1 - alpha / 2) + norm_ppf(power)
     n = max(1, math.ceil((z / eff) ** 2 * (noise_a**2 + noise_b**2 / ratio) / ARE_RANK))
 
     def ok(k: int) -> bool:
@@ -383,7 +385,7 @@ def _depth(n_a: int, n_b: int, alpha: float, paired: bool) -> int:
     """
     cdf, mean, sd, top, exact = _null(n_a, n_b, paired)
     if not exact:
-        z = _stats().norm.ppf(1 - alpha / 2)
+        z = norm_ppf(1 - alpha / 2)
         return int(min(max(math.floor(mean - 0.5 - z * sd) + 1, 0), top // 2 + 1))
     lo, hi = 0, top // 2 + 1  # answer in [lo, hi]; cdf(u) <= alpha/2 for all u < answer
     while lo < hi:

@@ -219,8 +219,7 @@ def graph_replayed(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """Which GPU ops at ``rows`` a graph replay ran: their correlation id names a
     ``cudaGraphLaunch``/``hipGraphLaunch`` (their gap is then GPU time between graph nodes)."""
     corr = events["correlation"].to_numpy()
-    kind = events["kind"].to_numpy()
-    runtime = np.flatnonzero((kind == "runtime") & (corr >= 0))
+    runtime = np.flatnonzero((events["kind"] == "runtime").to_numpy() & (corr >= 0))  # on the codes, no object array
     out = np.zeros(len(rows), dtype=bool)
     if not len(runtime) or not len(rows):
         return out
@@ -274,7 +273,8 @@ def _evidence_notes(copies: pd.DataFrame, n_steps: int) -> list[str]:
     """Where the stack overruled structure, say so per role (the report must not hide it)."""
     if "agree" not in copies or not n_steps or copies.empty:
         return []
-    lost = copies[copies["agree"].map(lambda a: a is False).to_numpy(dtype=bool)]
+    agree = copies["agree"].to_numpy(dtype=object)
+    lost = copies[np.equal(agree, False) & np.not_equal(agree, None)]  # False exactly: None is "one spoke"
     out = []
     for (said, now), g in lost.groupby(["structure_said", "role"]):
         out.append(f"{len(g) / n_steps:g} copies per step placed as {said} by the kernel order were issued by "

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
+from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -56,12 +59,31 @@ def producer_family(name: str) -> str:
     return re.sub(r"<.*", "", str(name)).strip()[:120]
 
 
-def group_keys(copies: pd.DataFrame) -> pd.Series:
-    """Each copy's group: role + issuing function, else role + kind + size + producer."""
-    src = copies["source"].map(issuer) if "source" in copies else pd.Series("", index=copies.index)
-    place = (copies["role"].astype(str) + "|" + np.where(copies["role"].isin([POST, PLACEMENT]), copies["kind"], "")
-             + "|" + copies["bytes"].astype(str) + "|" + copies["prev_kernel"].map(producer_family))
-    return pd.Series(np.where(src != "", copies["role"].astype(str) + "|" + src, place), index=copies.index)
+def _each_unique(values: pd.Series, fn: Callable[[Any], str]) -> pd.Series:
+    """``fn`` of each value, computed once per distinct value (a step repeats its copies)."""
+    seen = {v: fn(v) for v in pd.unique(values.astype(object))}
+    return values.astype(object).map(seen)
+
+
+def copy_groups(copies: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """Each copy's group (an id, in order of first appearance) and each group's key: role +
+    issuing function, else role + kind (post-projection and placement copies only) + size +
+    producer. Grouped on factorized columns; only one key string per group is built."""
+    src = _each_unique(copies["source"], issuer) if "source" in copies else pd.Series("", index=copies.index)
+    role = copies["role"].astype(str).to_numpy(dtype=object)
+    kind = np.where(np.isin(role, [POST, PLACEMENT]), copies["kind"].astype(str).to_numpy(dtype=object), "")
+    producer = _each_unique(copies["prev_kernel"], producer_family).to_numpy(dtype=object)
+    nbytes = copies["bytes"].to_numpy()
+    sourced = (src != "").to_numpy()
+    parts = pd.DataFrame({"role": pd.factorize(role)[0], "src": pd.factorize(src.to_numpy(dtype=object))[0],
+                          "kind": np.where(sourced, -1, pd.factorize(kind)[0]),
+                          "bytes": np.where(sourced, -1, nbytes),
+                          "producer": np.where(sourced, -1, pd.factorize(producer)[0])})
+    gid = parts.groupby(list(parts.columns), sort=False).ngroup().to_numpy()
+    first = np.unique(gid, return_index=True)[1]
+    srcs = src.to_numpy(dtype=object)
+    keys = [f"{role[i]}|{srcs[i]}" if sourced[i] else f"{role[i]}|{kind[i]}|{nbytes[i]}|{producer[i]}" for i in first]
+    return gid, keys
 
 
 def copy_candidates(copies: pd.DataFrame, per_step: pd.DataFrame, *, graph: bool) -> list[Candidate]:
@@ -74,8 +96,9 @@ def copy_candidates(copies: pd.DataFrame, per_step: pd.DataFrame, *, graph: bool
     period_med = float(np.median(period)) if len(period) else None
     noise = _period_noise(period)
     out = []
-    keys = group_keys(copies)
-    for key, g in copies.groupby(keys, sort=False):
+    gid, keys = copy_groups(copies)
+    for group, g in copies.groupby(gid, sort=False):
+        key = keys[group]
         kernel = _per_step_ms(g, "dur_ns", all_steps)
         replayed = g["in_graph"].to_numpy(dtype=bool) if "in_graph" in g else np.zeros(len(g), dtype=bool)
         gap = _per_step_ms(g.assign(gap_ns=np.where(replayed, g["gap_ns"], 0)), "gap_ns", all_steps)
@@ -86,12 +109,13 @@ def copy_candidates(copies: pd.DataFrame, per_step: pd.DataFrame, *, graph: bool
         layers = sorted(int(x) for x in g["layer"].unique() if x > 0)
         out.append(Candidate(
             form=CandidateForm.COPY, role=role, source=source or None, stack=list(g["stack"].iloc[0]) if source else [],
-            layers=layers, kinds=sorted(set(g["kind"].astype(str)) - {""}), bytes=sorted({int(b) for b in g["bytes"]}),
+            layers=layers, kinds=sorted({str(k) for k in g["kind"].unique()} - {""}),
+            bytes=sorted(int(b) for b in g["bytes"].unique()),
             shape=_commonest(g["shape"]) if "shape" in g else "", producer=producer_family(_commonest(g["prev_kernel"])),
             per_step=len(g) / max(len(all_steps), 1), removable_ms=removable,
             removable_with_gap_ms=with_gap, gap_counts=bool(replayed.any()),
             share_pct=100 * with_gap / period_med if period_med else None,
-            steps_needed=_steps_needed(with_gap, noise), change=CHANGES.get(role, CHANGES[OTHER]), key=str(key)))
+            steps_needed=steps_to_see(with_gap, noise), change=CHANGES.get(role, CHANGES[OTHER]), key=str(key)))
     return sorted(out, key=lambda c: -(c.removable_with_gap_ms or 0.0))
 
 
@@ -107,7 +131,7 @@ def kernel_candidates(events: pd.DataFrame, rows: np.ndarray | None, steps_of_ro
     if not elem.any():
         return []
     codes = events["name"].cat.codes.to_numpy()[rows]
-    kernel = (events["kind"].to_numpy()[rows] == "kernel") & elem[codes]
+    kernel = (events["kind"] == "kernel").to_numpy()[rows] & elem[codes]  # on the codes: no object array
     if not kernel.any():
         return []
     all_steps = per_step["step"].to_numpy() if not per_step.empty else np.unique(steps_of_rows)
@@ -126,7 +150,7 @@ def kernel_candidates(events: pd.DataFrame, rows: np.ndarray | None, steps_of_ro
             producer=kernel_label(name), per_step=len(g) / max(len(all_steps), 1),
             removable_ms=ms if is_pure else None, removable_with_gap_ms=ms if is_pure else None, gap_counts=False,
             share_pct=100 * ms / period_med if is_pure and period_med else None,
-            steps_needed=_steps_needed(ms, noise) if is_pure else None,
+            steps_needed=steps_to_see(ms, noise) if is_pure else None,
             change=("write the result with the destination's dtype and layout in its producer" if is_pure else
                     "fused with other work by Inductor: not removable by itself"), key=f"kernel|{name}"))
     pure = sorted((c for c in out if c.removable_ms is not None), key=lambda c: -(c.removable_ms or 0.0))
@@ -171,16 +195,18 @@ def _period_noise(period: np.ndarray) -> float | None:
     return robust_noise(period) if len(period) >= 2 else None
 
 
-def _steps_needed(effect: float, noise: float | None) -> int | None:
-    """Decode steps per arm at which a t test of the step period detects ``effect`` at 80 % power."""
+_Z_ALPHA, _Z_POWER = NormalDist().inv_cdf(0.975), NormalDist().inv_cdf(0.8)
+
+
+def steps_to_see(effect: float, noise: float | None) -> int | None:
+    """Decode steps per arm at which a two-sided 5 % t test of the step period detects ``effect``
+    at 80 % power: the normal-theory size plus Guenther's t correction z_a^2 / 4 (Guenther 1981,
+    "Sample size formulas for normal theory t tests", The American Statistician 35(4)), within
+    one step of the exact t-based size; no scipy import for a single run's report."""
     if noise is None or not effect or not math.isfinite(effect) or noise <= 0:
         return None
-    from copyprof.stats.between_runs import t_quantile
-
-    n = max(2, math.ceil(2 * ((1.96 + 0.84) * noise / effect) ** 2))
-    while (t_quantile(0.975, 2 * n - 2) + t_quantile(0.8, 2 * n - 2)) * noise * math.sqrt(2 / n) > effect:
-        n += max(1, n // 20)
-    return n
+    n = 2 * ((_Z_ALPHA + _Z_POWER) * noise / abs(effect)) ** 2 + _Z_ALPHA ** 2 / 4
+    return max(2, math.ceil(n))
 
 
 def _commonest(values: pd.Series) -> str:

@@ -36,9 +36,9 @@ from copyprof.readers.kineto.chunk import (
 from copyprof.readers.kineto.columns import INT_ARGS, IntLike, TimeLike, decode_chunk, to_float, to_int, to_tid
 
 try:  # built by setup.py when a C compiler is there; optional
-    from copyprof.readers.kineto.low_level import scanner as native_scanner
+    from copyprof.readers.kineto.low_level import scanner as native_scanner  # type: ignore[attr-defined]  # C, from scan.c, only if built; no stub
 except ImportError:  # pragma: no cover - depends on the build
-    native_scanner = None  # type: ignore[assignment]
+    native_scanner = None
 
 # One packed row and one side-table entry of low_level/scan.c (struct Row, struct Side);
 # native_available() checks them against the C side's sizeof.

@@ -291,7 +291,8 @@ def _meta(path: str, header: dict[str, Any], cols: _Accumulator) -> TraceMeta:
     if flavour != "cpu" and not has_gpu:
         flavour = f"{flavour} (no GPU events)"
     meta = TraceMeta(path=path, format="kineto", flavour=flavour)
-    dist = header.get("distributedInfo") if isinstance(header.get("distributedInfo"), dict) else {}
+    dist_raw = header.get("distributedInfo")
+    dist: dict[str, Any] = dist_raw if isinstance(dist_raw, dict) else {}
     rank = dist.get("rank") if type(dist.get("rank")) is int and 0 <= dist["rank"] < 2**31 else None  # int32 column
     if rank is None:
         m = _RANK_IN_NAME.search(os.path.basename(path))

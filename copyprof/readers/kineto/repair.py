@@ -100,7 +100,8 @@ def repair(data: bytes, exc: Exception, offset: int, decode_chunk: Callable[[byt
     known = 1
     for attempt in range(MAX_EXCISIONS + 1):
         end = array_end(data, exc) if ends_array is not None else None
-        if end is not None and ends_array(bytes(data[end:])):  # the events before are whole; the rest is the tail
+        # the events before are whole; the rest is the tail
+        if end is not None and ends_array is not None and ends_array(bytes(data[end:])):
             try:
                 result = decode_chunk(data[:end])
             except (msgspec.DecodeError, msgspec.ValidationError):
@@ -110,7 +111,7 @@ def repair(data: bytes, exc: Exception, offset: int, decode_chunk: Callable[[byt
             return result
         err = _error_at(exc)
         after = _CANDIDATE_CUT.search(data, err) if err is not None else None
-        if after is None or attempt == MAX_EXCISIONS:  # keep the whole events before the error, drop the rest
+        if err is None or after is None or attempt == MAX_EXCISIONS:  # keep the whole events before the error, drop the rest
             if not final and attempt < MAX_EXCISIONS:
                 return FAILED
             lo = _boundary_before(data, len(data) - 1 if err is None else err, known)

@@ -237,7 +237,7 @@ def _grown(work: mmap.mmap, used: int, size: int) -> mmap.mmap:
 
 def stream_event_chunks(
     blocks: Iterable[bytes],
-    decode_chunk: Callable[[bytes], Any],
+    decode_chunk: Callable[[bytes | memoryview], Any],
     state: StreamState,
     block_size: int = 8 << 20,
 ) -> Iterator[Any]:

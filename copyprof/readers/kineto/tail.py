@@ -24,7 +24,7 @@ _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 
 
 def finish_document(
-    pending: bytearray, base: int, decode_chunk: Callable[[bytes], Any], state: StreamState
+    pending: bytes | bytearray, base: int, decode_chunk: Callable[[bytes], Any], state: StreamState
 ) -> Iterator[Any]:
     """Decode the last events and the object tail after the array's closing ']'."""
     data = bytes(pending)
@@ -60,7 +60,9 @@ def finish_document(
             if result is FAILED:
                 continue
             if state.after_array is not None:
-                tail_obj = _parse_tail((state.after_array + after).strip(), state.bare_list)
+                reparsed = _parse_tail((state.after_array + after).strip(), state.bare_list)
+                if reparsed is not None:  # always: ends_array accepted this same text
+                    tail_obj = reparsed
         state.tail = tail_obj
         state.consumed = base + pos
         if result is not None:

@@ -1,5 +1,6 @@
-"""The ``--model`` option of the reading commands (``report``, ``annotate``): a preset, a
-config.json or a model directory; when absent, the model the run's own run.json records."""
+"""The model layout a report uses: the one given (a preset, a config.json or a model
+directory: ``--model`` of ``report`` and ``annotate``, ``model=`` of ``copyprof.api``), else the
+one the run's own run.json records (a run made by ``copyprof run`` carries its model's config)."""
 from __future__ import annotations
 
 import os
