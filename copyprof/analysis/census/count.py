@@ -273,8 +273,7 @@ def _evidence_notes(copies: pd.DataFrame, n_steps: int) -> list[str]:
     """Where the stack overruled structure, say so per role (the report must not hide it)."""
     if "agree" not in copies or not n_steps or copies.empty:
         return []
-    agree = copies["agree"].to_numpy(dtype=object)
-    lost = copies[np.equal(agree, False) & np.not_equal(agree, None)]  # False exactly: None is "one spoke"
+    lost = copies[copies["agree"].eq(False)]  # False exactly: None ("one spoke") equals neither
     out = []
     for (said, now), g in lost.groupby(["structure_said", "role"]):
         out.append(f"{len(g) / n_steps:g} copies per step placed as {said} by the kernel order were issued by "
