@@ -33,7 +33,8 @@ print("fake vllm starting", argv, flush=True)
 if knob("STOP_S"):  # a slow graceful shutdown, like vLLM's: SIGINT takes this long, SIGTERM is immediate
     signal.signal(signal.SIGINT, lambda *a: (print("shutting down", flush=True), time.sleep(knob("STOP_S")),
                                              os._exit(0)))
-engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])  # like vLLM's EngineCore
+# like vLLM's EngineCore, titled as vLLM titles it (set_process_title; here argv[0], what /proc shows)
+engine = subprocess.Popen(["VLLM::EngineCore", "-c", "import time; time.sleep(3600)"], executable=sys.executable)
 print("engine core pid %d" % engine.pid, flush=True)
 if FAULT == "boot":
     time.sleep(0.3)
@@ -57,7 +58,9 @@ def trace_bytes():
     return gzip.compress(json.dumps({"schemaVersion": 1, "traceEvents": ev}).encode(), mtime=0)
 
 def flush():
-    time.sleep(knob("FLUSH_S"))
+    # vLLM answers /stop_profile before its trace handler runs: so does the fake, or a death in the
+    # flush could break that answer and read as a death in the window
+    time.sleep(knob("FLUSH_S") or 0.3)
     data = trace_bytes()
     path = os.path.join(cfg["torch_profiler_dir"], "rank0.%d.pt.trace.json.gz" % time.time_ns())
     if FAULT == "flush-diskfull":  # a full disk: the export stops half-way with ENOSPC
@@ -134,6 +137,11 @@ class H(BaseHTTPRequestHandler):
                     if FAULT == "window" and st["steps"] >= 2:
                         print("RuntimeError: fake engine death in the window", flush=True)
                         os._exit(7)
+                    hang = FAULT == "engine-killed" and st["steps"] >= 2
+                if hang:  # the engine is killed; the API server lives on and its streams hang (vLLM 0.32)
+                    if engine.poll() is None:
+                        engine.kill()
+                    time.sleep(3600)
                 chunk(b"data: " + json.dumps({"choices": [{"token_ids": [7]}]}).encode() + b"\n\n")
             chunk(b"data: [DONE]\n\n")
             chunk(b"")

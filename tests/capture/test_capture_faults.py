@@ -55,6 +55,20 @@ def test_server_death(tmp_path: Path, fault: str, stage: str, says: str) -> None
         assert data["usable"]["report"].startswith("no:")
 
 
+def test_an_engine_killed_under_a_living_api_server_is_noticed_at_once(tmp_path: Path) -> None:
+    # The fake kills its VLLM::EngineCore child two steps into the window and, as vLLM 0.32's API
+    # server can, lives on with every stream hanging. Watching only the API server, copyprof
+    # would wait out the --timeout (here 120 s, longer than the test's 60 s bound) for tokens.
+    run = Run(tmp_path, "engine-killed", "--timeout", "120")
+    t0 = time.monotonic()
+    code, err = run.finish(timeout=60)
+    says = "EngineCore process (pid"
+    assert code == 3 and says in err and "died during the profile window while the API server still runs" in err, err
+    assert not own_traceback(err) and time.monotonic() - t0 < 60, err
+    data = assert_aftermath(run.run_dir(), says, "profile window")
+    assert data["server_stop"] in ("SIGINT", "SIGTERM")  # the living API server was stopped by copyprof
+
+
 def test_flush_stall_times_out_and_keeps_the_partial_trace(tmp_path: Path) -> None:
     run = Run(tmp_path, "flush-stall", "--timeout", "6")
     code, err = run.finish()
@@ -182,7 +196,9 @@ def _real_run(tmp_path: Path, python: Path) -> Run:
     run.out = tmp_path / "out"
     cmd = [sys.executable, "-m", "copyprof", "run", "--model", str(REPO / "tests" / "vllm_cpu" / "tiny-llama"),
            "--dummy", "--python", str(python), "--tp", "1", "--concurrency", "4", "--prefix-len", "64",
-           "--suffix-len", "16", "--steps", "3000", "--decode-tokens", "30000", "--out", str(run.out), "--boot-timeout", "600", "--timeout", "300",
+           "--suffix-len", "16", "--steps", "3000", "--decode-tokens", "30000", "--out", str(run.out), "--boot-timeout", "600",
+           # the window never ends by itself (the fault comes first): a hang costs 150 s, not 300
+           "--timeout", "150",
            # No torch.compile (CompilationMode.NONE) and a 512 MiB KV cache: what the faults need
            # boots without the compile warm-up and without zeroing a host-memory-sized KV cache (66 s
            # of engine init with two servers booting at once, 5 GiB each). Not copyprof's
@@ -209,11 +225,15 @@ def test_real_vllm_engine_killed_in_the_window(tmp_path: Path, vllm_cpu_python: 
 
     members = [pid for pid, state, _ in group_members(pgid) or [] if pid != pgid and state != "Z"]
     names = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in members}
-    engine = next((p for p, c in names.items() if b"EngineCore" in c), members[0] if members else None)
-    assert engine is not None, f"no engine process in the server's group {pgid}: {group_members(pgid)}"
+    engine = next((p for p, c in names.items() if b"::EngineCore" in c), None)
+    assert engine is not None, f"no VLLM::EngineCore in the server's group {pgid}: {names}"
     os.kill(engine, signal.SIGKILL)
     code, err = run.finish(timeout=400)
     assert code == 3 and not own_traceback(err), err[-3000:]
+    # Either the API server exits (its log names the dead engine) or copyprof, watching the engine
+    # process, says it died; never the --timeout's wait for tokens that will not come.
+    assert "exited with code" in err or f"EngineCore process (pid {engine}) died during the profile window" in err, \
+        err[-3000:]
     data = assert_aftermath(run.run_dir(), "", "profile window")
     assert "server.log" in data["files"] and "client_metrics.json" in data["files"]
 

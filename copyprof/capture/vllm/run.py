@@ -343,6 +343,7 @@ def _boot(run: _Capture, spec: RunSpec, opts: CaptureOptions, info: VllmInfo) ->
     server.start()
     update_run_json(run.run_dir, server_pid=server.pid, server_pgid=server.pid)  # its own group: pgid == pid
     boot_s = server.wait_healthy(opts.boot_timeout_s, on_tick=run.rep.detail)
+    server.watch_engine_processes()
     update_run_json(run.run_dir, status=STATUS_CAPTURING, server_pid=server.pid, boot_s=round(boot_s, 1))
     return cmd
 

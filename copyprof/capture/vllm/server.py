@@ -25,6 +25,7 @@ from pathlib import Path
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 
 SERVER_LOG = "server.log"
+ENGINE_DEATH_GRACE_S = 3.0  # after an engine process died, how long the API server may take to exit by itself
 ORPHAN_GRACE_S = 5.0  # a stop's wait per signal once the leader has exited (ServerProcess._wait_group)
 LOG_TAIL_LINES = 30
 
@@ -95,6 +96,7 @@ class ServerProcess:
         self.stop_signal: str | None = None
         self._hurry = False  # set by a further Ctrl-C while stopping: go to the next signal now
         self.hurries = 0  # how many times that happened (recorded in run.json)
+        self.engine_processes: dict[int, str] = {}  # pid -> vLLM process title, watched by check_alive
 
     def start(self) -> None:
         # The log file is opened exclusively: a run directory is new, so an existing log would mean a bug.
@@ -131,16 +133,61 @@ class ServerProcess:
         reaped; wait up to this long for its exit so the error names the real cause.
         """
         code = self.poll()
+        dead = self._dead_engine_process() if code is None else None
+        if dead is not None:  # the API server usually exits next and its log names the cause: give it that chance
+            grace_s = max(grace_s, ENGINE_DEATH_GRACE_S)
         deadline = time.monotonic() + grace_s
         while code is None and time.monotonic() < deadline:
             time.sleep(0.1)
             code = self.poll()
+        if code is None and dead is not None:
+            pid, title = dead
+            tail = self.tail()
+            raise CopyprofError(f"vLLM's {title} process (pid {pid}) died during {what} while the API server still "
+                                f"runs (a signal or the out-of-memory killer; requests to it never finish); last "
+                                f"{len(tail)} lines of {self.log_path}:\n" + quote_log(tail),
+                                exit_code=EXIT_CAPTURE_FAILED)
         if code is not None:
             tail = self.tail()
             cause = first_error_line(self.log_path)
             hint = f"\nfirst error in the log: {cause}" if cause and cause not in tail else ""
             raise CopyprofError(f"vLLM server exited with code {code} during {what}; last {len(tail)} lines of "
                                 f"{self.log_path}:\n" + quote_log(tail) + hint, exit_code=EXIT_CAPTURE_FAILED)
+
+    def watch_engine_processes(self) -> dict[int, str]:
+        """Note the server's engine-core and worker processes, so that :meth:`check_alive` sees one die.
+
+        Why: when a vLLM engine or worker process is killed (the OOM killer, a signal) the API
+        server can keep running with the requests to it hanging (vLLM 0.32's HTTP server then
+        waits for them forever); watching only the API server, copyprof waited out its whole
+        ``--timeout`` and then blamed the clock. vLLM names these processes ``<prefix>::EngineCore``
+        and ``<prefix>::Worker...`` (``set_process_title``, with ``setproctitle`` installed);
+        without those titles nothing extra is watched and the API server alone is.
+        """
+        self.engine_processes = {}
+        members = group_members(self.pid) if self.pid is not None else None
+        for pid, state, _ in members or []:
+            if pid == self.pid or state in ("Z", "X"):
+                continue
+            try:
+                title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+            except OSError:
+                continue
+            if re.search(r"::(EngineCore|Worker)", title):
+                self.engine_processes[pid] = title.strip()
+        return self.engine_processes
+
+    def _dead_engine_process(self) -> tuple[int, str] | None:
+        """A watched engine process that is gone or a zombie, if any."""
+        for pid, title in self.engine_processes.items():
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                return pid, title
+            if data[data.rfind(b")") + 2:][:1] in (b"Z", b"X"):
+                return pid, title
+        return None
 
     def wait_healthy(self, timeout_s: float, on_tick: Callable[[str], None] | None = None,
                      interval_s: float = 1.0) -> float:
