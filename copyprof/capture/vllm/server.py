@@ -97,6 +97,7 @@ class ServerProcess:
         self._hurry = False  # set by a further Ctrl-C while stopping: go to the next signal now
         self.hurries = 0  # how many times that happened (recorded in run.json)
         self.engine_processes: dict[int, str] = {}  # pid -> vLLM process title, watched by check_alive
+        self.engine_died: tuple[int, str] | None = None  # (pid, title) of the one check_alive saw die
 
     def start(self) -> None:
         # The log file is opened exclusively: a run directory is new, so an existing log would mean a bug.
@@ -141,7 +142,7 @@ class ServerProcess:
             time.sleep(0.1)
             code = self.poll()
         if code is None and dead is not None:
-            pid, title = dead
+            self.engine_died = pid, title = dead
             tail = self.tail()
             raise CopyprofError(f"vLLM's {title} process (pid {pid}) died during {what} while the API server still "
                                 f"runs (a signal or the out-of-memory killer; requests to it never finish); last "
