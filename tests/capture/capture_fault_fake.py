@@ -98,6 +98,10 @@ class H(BaseHTTPRequestHandler):
         self._send(200 if self.path == "/health" and time.monotonic() > booted else 503)
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+        if self.path == "/start_profile" and FAULT == "engine-killed-at-start":  # as vLLM answers then
+            engine.kill()
+            engine.wait()
+            return self._send(500, b'{"error": {"message": "EngineCore encountered an issue."}}')
         if self.path == "/start_profile":
             with lock:
                 st["profiling"], st["limit"] = True, (body or {}).get("max_iterations") or 10**9

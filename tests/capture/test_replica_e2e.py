@@ -1,4 +1,4 @@
-"""Issue 6 in CI: the replica on the CPU end to end, `copyprof run --engine replica` → `report`.
+"""The replica on the CPU end to end, `copyprof run --engine replica` → `report`.
 
 Kimi-Linear-48B has 27 layers, so the baseline makes exactly 27 more `aten::copy_` host ops per
 step than the candidate (one post-projection copy per layer; the KDA placement copies are in

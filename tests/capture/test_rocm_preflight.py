@@ -1,4 +1,4 @@
-"""Issue 18: ``copyprof run`` on ROCm says which profiler back end torch's kineto links, which HIP it
+"""``copyprof run`` on ROCm says which profiler back end torch's kineto links, which HIP it
 vendors and the known defects of that combination, before the capture and in run.json; after
 the capture, run.json says whether the trace holds its graph work.
 

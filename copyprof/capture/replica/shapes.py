@@ -12,7 +12,7 @@ from copyprof.errors import CopyprofError
 from copyprof.models import ModelLayout
 
 DEFAULT_CONTEXT = 4096
-DEFAULT_VOCAB = 163840  # Kimi-Linear / Kimi-K3 vocab_size (vllm-and-kimi.md §2.3), when a layout has none
+DEFAULT_VOCAB = 163840  # Kimi-Linear-48B vocab_size (vllm-and-kimi.md §2.3; none given for K3), when a layout has none
 
 
 @dataclass(frozen=True)

@@ -394,6 +394,7 @@ def _profile_window(run: _Capture, cmd: ServerCommand, spec: RunSpec, opts: Capt
     t0 = time.monotonic()
     status, body = _post(server, "/start_profile", body_req, opts.timeout_s, "the profile window")
     if status != 200:
+        server.check_alive("the profile window", grace_s=2.0)  # a 500 is what a dead engine gives: name it
         raise CopyprofError(f"POST /start_profile answered HTTP {status} (404 means vLLM did not get the profiler "
                             f"configuration): {body[:300].decode('utf-8', 'replace')}",
                             exit_code=EXIT_CAPTURE_FAILED)
