@@ -98,9 +98,11 @@ class H(BaseHTTPRequestHandler):
         self._send(200 if self.path == "/health" and time.monotonic() > booted else 503)
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
-        if self.path == "/start_profile" and FAULT == "engine-killed-at-start":  # as vLLM answers then
+        if self.path == "/start_profile" and FAULT.startswith("engine-killed-at-start"):
             engine.kill()
             engine.wait()
+            if FAULT.endswith("-unanswered"):  # the engine died holding the request: never answered
+                time.sleep(3600)
             return self._send(500, b'{"error": {"message": "EngineCore encountered an issue."}}')
         if self.path == "/start_profile":
             with lock:

@@ -55,12 +55,13 @@ def test_server_death(tmp_path: Path, fault: str, stage: str, says: str) -> None
         assert data["usable"]["report"].startswith("no:")
 
 
-@pytest.mark.parametrize("fault", ["engine-killed", "engine-killed-at-start"])
+@pytest.mark.parametrize("fault", ["engine-killed", "engine-killed-at-start", "engine-killed-at-start-unanswered"])
 def test_an_engine_killed_under_a_living_api_server_is_noticed_at_once(tmp_path: Path, fault: str) -> None:
     # The fake kills its VLLM::EngineCore child two steps into the window and, as vLLM 0.32's API
     # server can, lives on with every stream hanging. Watching only the API server, copyprof
     # would wait out the --timeout (here 120 s, longer than the test's 60 s bound) for tokens.
-    # Or the kill lands as /start_profile is answered: vLLM answers 500, which names no cause.
+    # Or the kill lands as /start_profile is handled: vLLM answers 500, which names no cause, or
+    # never answers (a POST that only waited would wait out the whole --timeout).
     # Its graceful stop takes 20 s (stop_s): with the engine dead copyprof gives SIGINT 5 s, then SIGTERM.
     run = Run(tmp_path, fault, "--timeout", "120", stop_s=20)
     t0 = time.monotonic()
