@@ -22,6 +22,7 @@ copy of a step is in the j-th layer of the kind the rule names, read from the co
 
     python3 corpus/truth/label.py            # (re)write corpus/truth/<run>.json for every run
     python3 corpus/truth/label.py --check    # fail if a written file differs from a fresh reading
+    python3 corpus/truth/label.py --check --runs NAME,NAME   # only those runs
 """
 from __future__ import annotations
 
@@ -202,8 +203,12 @@ def truth_of(run: dict) -> dict:
 
 def main() -> None:
     check = "--check" in sys.argv
+    only = set(sys.argv[sys.argv.index("--runs") + 1].split(",")) if "--runs" in sys.argv else None
+    chosen = [run for run in runs() if only is None or run["name"] in only]
+    if only is not None and len(chosen) != len(only):
+        sys.exit(f"--runs: no such run(s): {sorted(only - {run['name'] for run in chosen})}")
     bad = 0
-    for run in runs():
+    for run in chosen:
         t = truth_of(run)
         path = os.path.join(HERE, run["name"] + ".json")
         text = json.dumps(t, indent=1) + "\n"
