@@ -249,6 +249,16 @@ def test_real_vllm_ctrl_c_in_the_window(tmp_path: Path, vllm_cpu_python: Path) -
     run.wait_stage("copyprof: profile window", timeout=700)
     time.sleep(1.0)
     run.proc.send_signal(signal.SIGINT)
+    # A stop still going 15 s later is vLLM stuck (below): press Ctrl-C again, as a user would, and
+    # the stop escalates now instead of after its two 30 s grace periods.
+    presses = 1
+    while presses < 4:
+        try:
+            run.proc.wait(timeout=15)
+            break
+        except subprocess.TimeoutExpired:
+            run.proc.send_signal(signal.SIGINT)
+            presses += 1
     code, err = run.finish(timeout=400)
     assert code == 130 and not own_traceback(err), err[-3000:]
     data = assert_aftermath(run.run_dir(), "interrupted (Ctrl-C)", "profile window")  # the group is gone
@@ -260,5 +270,6 @@ def test_real_vllm_ctrl_c_in_the_window(tmp_path: Path, vllm_cpu_python: Path) -
     # clean-clone run: "Waiting for connections to close" through SIGINT and SIGTERM).
     log = (run.run_dir() / "server.log").read_text()
     stuck = "Waiting for background tasks to complete" in log or "Waiting for connections to close" in log
+    assert presses == 1 or stuck, f"pressed Ctrl-C {presses} times without vLLM being stuck"
     assert data["server_stop"] in ("SIGINT", "SIGTERM", "exited") or (stuck and data["server_stop"] == "SIGKILL"), \
         data["server_stop"]
