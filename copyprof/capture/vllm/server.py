@@ -181,12 +181,8 @@ class ServerProcess:
     def _dead_engine_process(self) -> tuple[int, str] | None:
         """A watched engine process that is gone or a zombie, if any."""
         for pid, title in self.engine_processes.items():
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as fh:
-                    data = fh.read()
-            except OSError:
-                return pid, title
-            if data[data.rfind(b")") + 2:][:1] in (b"Z", b"X"):
+            fields = _stat_fields(pid)
+            if fields is None or fields[0] in (b"Z", b"X"):
                 return pid, title
         return None
 
@@ -380,15 +376,20 @@ def group_members(pgid: int) -> list[tuple[int, str, int]] | None:
     for entry in entries:
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                data = fh.read()
-        except OSError:  # exited meanwhile
-            continue
-        fields = data[data.rfind(b")") + 2:].split()  # the command name may hold spaces and parentheses
-        if len(fields) > 2 and int(fields[2]) == pgid:
+        fields = _stat_fields(int(entry))
+        if fields is not None and len(fields) > 2 and int(fields[2]) == pgid:
             out.append((int(entry), fields[0].decode(), int(fields[1])))
     return out
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """``/proc/PID/stat`` after the command name (state, ppid, pgrp, ...); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:  # exited meanwhile
+        return None
+    return data[data.rfind(b")") + 2:].split()  # the command name may hold spaces and parentheses
 
 
 def adopt_orphans() -> bool:
