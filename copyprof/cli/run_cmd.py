@@ -113,6 +113,9 @@ def _python(path: str | None) -> str:
 @click.option("--python", "python_a", default=None, help="Python of the vLLM environment (arm A). Default: this one.")
 @click.option("--python-b", default=None, help="Python of arm B (enables A/B).")
 @click.option("--label-b", default=None, help="Run name of arm B.")
+@click.option("--extra-arm", "extra_arms", multiple=True, metavar="LABEL=PYTHON",
+              help="A further candidate arm beside --python-b (repeatable): its run name and the Python of its vLLM "
+                   "environment. Every arm runs --repeat times; with --interleave in rotating order (ABC CBA ...).")
 @click.option("--repeat", type=int, default=1, help="Runs per arm.")
 @click.option("--interleave", is_flag=True, help="Alternate A and B runs (ABBA order).")
 @click.option("--decode-tokens", type=int, default=None,
@@ -198,6 +201,7 @@ class AbOptions:
     python_a: str | None
     python_b: str | None
     label_b: str | None
+    extra_arms: tuple[str, ...]
     repeat: int
     interleave: bool
 
@@ -261,11 +265,20 @@ def _arms(common: CommonOptions, ab: AbOptions, default: str) -> list[Arm]:
 
     if (ab.label_b or ab.interleave) and not ab.python_b:
         raise CopyprofError("--label-b and --interleave need --python-b (the second arm's vLLM environment)")
+    if ab.extra_arms and not ab.python_b:
+        raise CopyprofError("--extra-arm needs --python-b (the first candidate arm's vLLM environment)")
     arms = [Arm(_label(common.label or ("baseline" if ab.python_b else default)), _python(ab.python_a))]
     if ab.python_b:
         arms.append(Arm(_label(ab.label_b or "candidate"), _python(ab.python_b)))
-        if arms[0].label == arms[1].label:
-            raise CopyprofError(f"both arms are labelled {arms[0].label!r}: give --label and --label-b different names")
+    for spec in ab.extra_arms:
+        label, sep, python = spec.partition("=")
+        if not sep or not label or not python:
+            raise CopyprofError(f"--extra-arm {spec!r}: expected LABEL=PYTHON (a run name and a Python path)")
+        arms.append(Arm(_label(label), _python(python)))
+    labels = [a.label for a in arms]
+    if len(set(labels)) < len(labels):
+        dup = next(x for x in labels if labels.count(x) > 1)
+        raise CopyprofError(f"two arms are labelled {dup!r}: give every arm (--label, --label-b, --extra-arm) its own name")
     return arms
 
 

@@ -26,6 +26,8 @@ OUT = Path(os.environ.get("CORPUS_OUT", "/root/runs"))
 MODELS = os.environ.get("CORPUS_MODELS", "corpus/models")  # the setup copies them out of the synced tree
 BASE = "/opt/vpy"            # stock vLLM 0.26.0 (stage.sh)
 DIRECT = "/opt/vpy-direct"   # the same install with corpus/patches/direct-return-kimi-olmo.diff applied
+MAMBA = "/opt/vpy-mamba"     # with corpus/patches/direct-return-jamba-mamba.diff (Jamba's mamba mixer returns)
+MOE = "/opt/vpy-moe"         # with corpus/patches/moe-output-alias.diff (the experts' reduction writes the output)
 # KV cache sized by hand, so that concurrent servers do not profile each other's memory
 # (vLLM's profiling counts every process's allocations on the device as its own).
 MEMORY = ["--gpu-memory-utilization", "0.06", "--kv-cache-memory-bytes", str(3 << 30)]
@@ -82,6 +84,37 @@ def extra_jobs() -> list[tuple[str, list[str]]]:
     return jobs
 
 
+def gpu_ab_jobs() -> list[tuple[str, list[str]]]:
+    """Alone on the GPU, one after the other: the A/Bs whose saving is read on the GPU's own time.
+
+    Jamba in graph mode with three arms in rotating order over three rounds (ABC CBA ABC): the
+    stock vLLM, its mamba mixer returning its projection, and the fused-MoE reduction writing the
+    layer's output buffer — both copies survive graph capture (the mixer is an opaque custom op,
+    the MoE write-back happens inside the fused-MoE op). Then the mamba patch in eager mode, ABBA
+    over three rounds. N = 16 is a CUDA-graph capture size, so a decode batch is not padded and
+    the patched mixer returns its projection as it is.
+    """
+    name, n = "jamba-8l", 16
+    graph = f"{name}-c{n}-graph-abc"
+    eager = f"{name}-c{n}-eager-ab"
+    return [(graph, ["-m", "copyprof", "run", "--model", f"{MODELS}/{name}", "--concurrency", str(n), "--steps", "24",
+                     "--python", BASE, "--label", f"{graph}-baseline", "--python-b", MAMBA, "--label-b",
+                     f"{graph}-mamba-direct", "--extra-arm", f"{graph}-moe-alias={MOE}", "--repeat", "3",
+                     "--interleave", *COMMON, "--", *MEMORY]),
+            (eager, ["-m", "copyprof", "run", "--model", f"{MODELS}/{name}", "--concurrency", str(n), "--steps", "10",
+                     "--enforce-eager", "--python", BASE, "--label", f"{eager}-baseline", "--python-b", MAMBA,
+                     "--label-b", f"{eager}-mamba-direct", "--repeat", "3", "--interleave", *COMMON, "--", *MEMORY])]
+
+
+def single_mixer_jobs() -> list[tuple[str, list[str]]]:
+    """A Nemotron-H shape (one mixer per layer: mamba2, attention, MLP, MoE), graph and eager, at once."""
+    name, n = "nemotron-h-10l", 16
+    return [(f"{name}-c{n}-{mode}-baseline", ["-m", "copyprof", "run", "--model", f"{MODELS}/{name}",
+                                               "--concurrency", str(n), "--python", BASE, "--label",
+                                               f"{name}-c{n}-{mode}-baseline", *COMMON, *extra, "--", *MEMORY])
+            for mode, extra in (("graph", ["--steps", "24"]), ("eager", ["--steps", "10", "--enforce-eager"]))]
+
+
 def run(jobs: list[tuple[str, list[str]]], parallel: int, phase: str, stagger_s: float, limit_s: float) -> None:
     log = OUT / f"pool-{phase}.jsonl"
     OUT.mkdir(parents=True, exist_ok=True)
@@ -121,8 +154,13 @@ if __name__ == "__main__":
         run(timing_jobs(), parallel=1, phase=phase, stagger_s=0, limit_s=1200)
     elif phase == "extra":
         run(extra_jobs(), parallel=8, phase=phase, stagger_s=3, limit_s=600)
+    elif phase == "gpu-ab":
+        run(gpu_ab_jobs(), parallel=1, phase=phase, stagger_s=0, limit_s=1500)
+        run(single_mixer_jobs(), parallel=2, phase="single-mixer", stagger_s=3, limit_s=600)
+    elif phase == "single-mixer":
+        run(single_mixer_jobs(), parallel=2, phase=phase, stagger_s=3, limit_s=600)
     elif phase == "list":
-        for label, args in structure_jobs() + timing_jobs() + extra_jobs():
+        for label, args in structure_jobs() + timing_jobs() + extra_jobs() + gpu_ab_jobs() + single_mixer_jobs():
             print(label, " ".join(args))
     else:
-        raise SystemExit(f"unknown phase {phase!r}: structure, timing or list")
+        raise SystemExit(f"unknown phase {phase!r}: structure, timing, extra, gpu-ab, single-mixer or list")

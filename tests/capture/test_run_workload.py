@@ -75,6 +75,11 @@ def test_schedule_orders() -> None:
     assert labels(schedule([a], 3, False)) == "aaa"
     assert labels(schedule([a, b], 2, False)) == "aabb"
     assert labels(schedule([a, b], 4, True)) == "abbaabba"
+    # three arms (a baseline and two candidates): every round runs each arm once, reversed on odd
+    # rounds, so each candidate's mean position equals the baseline's over two rounds
+    c = Arm("c", "/pc")
+    assert labels(schedule([a, b, c], 3, True)) == "abccbaabc"
+    assert labels(schedule([a, b, c], 2, False)) == "aabbcc"
     with pytest.raises(CopyprofError, match="second arm"):
         schedule([a], 2, True)
     with pytest.raises(CopyprofError, match="repeat"):

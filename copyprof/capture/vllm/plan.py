@@ -83,8 +83,10 @@ class Arm:
 def schedule(arms: list[Arm], repeat: int, interleave: bool) -> list[tuple[Arm, int]]:
     """The order of runs as (arm, repeat index).
 
-    One arm: ``repeat`` runs. Two arms without ``interleave``: all A, then all B. With
-    ``interleave``: ABBA ABBA ... (round *i* is A,B for even *i*, B,A for odd *i*).
+    One arm: ``repeat`` runs. Several arms without ``interleave``: all A, then all B, ... With
+    ``interleave``: each round runs every arm once, in order on even rounds and reversed on odd
+    ones — ABBA ABBA for two arms, ABC CBA for three — so a linear drift cancels in each
+    candidate's difference from the baseline over every two rounds.
     """
     if repeat < 1:
         raise CopyprofError("--repeat must be >= 1")
@@ -92,10 +94,9 @@ def schedule(arms: list[Arm], repeat: int, interleave: bool) -> list[tuple[Arm, 
         if interleave:
             raise CopyprofError("--interleave needs a second arm (--python-b/--label-b)")
         return [(arms[0], i) for i in range(repeat)]
-    a, b = arms
     if not interleave:
-        return [(a, i) for i in range(repeat)] + [(b, i) for i in range(repeat)]
+        return [(a, i) for a in arms for i in range(repeat)]
     order: list[tuple[Arm, int]] = []
     for i in range(repeat):
-        order += [(a, i), (b, i)] if i % 2 == 0 else [(b, i), (a, i)]
+        order += [(a, i) for a in (arms if i % 2 == 0 else arms[::-1])]
     return order
