@@ -85,10 +85,17 @@ class MeasureName(StrEnum):
     """The measurements an A/B can have, each on its own observations."""
 
     REPLICA_TIMING = "replica timing"
+    GPU_BUSY = "GPU busy"  # the union of the step's GPU ops (analysis/steps/gpu_time.py): GPU time only
+    GRAPH_REPLAY_SPAN = "graph-replay span"  # first to last op its graph launches ran, gaps between nodes included
     GPU_SPAN = "GPU span"
     CLIENT_TPOT = "client TPOT"
     STEP_PERIOD = "step period"
     STEP_PERIOD_THIS_PAIR = "step period, this pair"  # two single boots, described, never a verdict
+
+
+# GPU time alone: what a patch to GPU work changes whatever the host does (GPU span, TPOT and the
+# step period carry host time: launches, scheduling, the GPU waiting for the host)
+GPU_TIME_MEASURES = frozenset({MeasureName.GPU_BUSY, MeasureName.GRAPH_REPLAY_SPAN})
 
 
 class VerdictKey(StrEnum):

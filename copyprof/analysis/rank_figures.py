@@ -92,6 +92,7 @@ def _per_step_medians(ra: RankAnalysis) -> PerStep:
             post_proj_ms={**{k: 0.0 for k in kinds}, "total": 0.0}, other_ms=0.0, host_copies=host_copies,
             host_copies_by_name=host)
     tokens = _median(ps["tokens"])
+    busy, replay, fraction = _gpu_time(ps)
     return PerStep(
         tokens=int(tokens) if tokens is not None else None,
         period_ms=_ms(_median(ps["period_ns"])),
@@ -103,7 +104,17 @@ def _per_step_medians(ra: RankAnalysis) -> PerStep:
         other_ms=_median(ps["other_ms"]),
         post_proj_gap_ms={k: _median(ps[f"post_{k}_gap_ms"]) for k in kinds},
         host_copies=host_copies,
+        gpu_busy_ms=busy, gpu_replay_span_ms=replay, gpu_busy_fraction=fraction,
     )
+
+
+def _gpu_time(ps: pd.DataFrame) -> tuple[float | None, float | None, float | None]:
+    """The GPU's busy time, graph-replay span (ms) and busy fraction: medians over the counted steps."""
+    if "busy_ns" not in ps:
+        return None, None, None
+    period = pd.to_numeric(ps["period_ns"], errors="coerce").astype(float)
+    busy = ps["busy_ns"].astype(float)
+    return _ms(_median(busy)), _ms(_median(ps["replay_ns"])), _median((busy / period).where(period > 0))
 
 
 def _host_copies_by_name(ra: RankAnalysis) -> dict[str, int] | None:
@@ -154,6 +165,9 @@ def step_series(ra: RankAnalysis) -> dict[str, list[float | None]]:
         return {"period_ms": col(dec["period_ns"], 1e6), "span_ms": col(dec["span_ns"], 1e6)}
     out = {"period_ms": col(ps["period_ns"], 1e6), "span_ms": col(ps["span_ns"], 1e6),
            "post_proj_ms": col(ps["post_total_ms"])}
+    if "busy_ns" in ps:
+        out["busy_ms"] = col(ps["busy_ns"], 1e6)
+        out["replay_ms"] = col(ps["replay_ns"], 1e6)
     for k in ra.census.kinds:  # per-kind series: estimates for any set of kinds an A/B removed
         out[f"post_{k}_ms"] = col(ps[f"post_{k}_ms"])
         out[f"post_{k}_gap_ms"] = col(ps[f"post_{k}_gap_ms"])

@@ -63,6 +63,12 @@ class PerStep(Struct):
     host_copies: int | None = None
     host_copies_by_name: dict[str, int] | None = None
     lower_bound: bool = False  # the trace lost GPU work under graph launches: counts are at least these
+    # The GPU's own time (analysis/steps/gpu_time.py): the union of the step's GPU ops, every
+    # stream together; the first-to-last span of what its graph launches ran (None: no graph
+    # replayed); busy / step period (median of the per-step ratios, 0..1).
+    gpu_busy_ms: float | None = None
+    gpu_replay_span_ms: float | None = None
+    gpu_busy_fraction: float | None = None
 
 
 class Estimate(Struct):
@@ -446,6 +452,9 @@ class AaSummary(Struct):
     between_runs_sd_ms: float | None
     df: int
     two_boots_differ_ms: float | None
+    # the same on the GPU's busy time per step (GPU time alone: what a patch to GPU work must exceed)
+    gpu_busy_between_runs_sd_ms: float | None = None
+    gpu_busy_two_boots_differ_ms: float | None = None
 
 
 class ClientComparison(Struct):
@@ -487,6 +496,15 @@ class TimingComparison(Struct, omit_defaults=True):
     verdict: str | None = None
 
 
+class GpuBound(Struct):
+    """``comparison.gpu_bound``: how much of each arm's step the GPU is busy (median over its
+    runs of their median busy / step period), and whether a GPU saving reaches the wall clock."""
+
+    busy_fraction: PerArm
+    gpu_bound: bool | None  # None: not known (no GPU busy time in a run)
+    message: str
+
+
 class Comparison(Struct):
     """``comparison`` of ``report --format json`` (README): savings are baseline − candidate."""
 
@@ -520,6 +538,7 @@ class Comparison(Struct):
     aa: AaSummary | None = None
     is_aa: bool = False  # both arms are runs of identical code (an A/A report)
     group_changes: list[GroupChange] = []  # every copy group the candidate changed
+    gpu_bound: GpuBound | None = None  # busy / period per arm, and what it means for the wall clock
 
 
 def known(x: float | None) -> float | None:

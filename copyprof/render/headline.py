@@ -10,7 +10,7 @@ import math
 from copyprof.analysis.results import Comparison, Measure, RunReport
 from copyprof.analysis.wording import fmt_ms
 from copyprof.models.layout import kind_label
-from copyprof.vocabulary import AttributionStatus, CandidateForm, MeasureName, Role, VerdictKey
+from copyprof.vocabulary import GPU_TIME_MEASURES, AttributionStatus, CandidateForm, MeasureName, Role, VerdictKey
 
 
 def plural(n: float, word: str, many: str | None = None) -> str:
@@ -117,8 +117,15 @@ def ab_verdict_sentence(cmp: Comparison, period_ms: float | None) -> str:
                 f"{top.n_baseline} vs {top.n_candidate} {top.unit} can see (MDE {fmt_ms(top.mde_ms or math.inf)} "
                 f"ms){need}.")
     words = _VERDICT_WORDS.get(top.key, top.key)
-    return (f"{top.name[0].upper()}{top.name[1:]} saving {_share(top.measured_ms, period_ms)}, {_ci(top)}: {words} "
-            f"({fmt_ms(est)} ms estimated).")
+    how = ""
+    if top.name == MeasureName.GRAPH_REPLAY_SPAN and cmp.estimate_ms.kernel_plus_gap > 0:
+        est, how = cmp.estimate_ms.kernel_plus_gap, " with dispatch gaps"
+    sentence = (f"{top.name[0].upper()}{top.name[1:]} saving {_share(top.measured_ms, period_ms)}, {_ci(top)}: "
+                f"{words} ({fmt_ms(est)} ms estimated{how}).")
+    if top.name in GPU_TIME_MEASURES and cmp.gpu_bound is not None:
+        # a GPU-time verdict says what the GPU saves; whether the wall clock sees it is the GPU's share of the step
+        sentence += f" {cmp.gpu_bound.message[0].upper()}{cmp.gpu_bound.message[1:]}."
+    return sentence
 
 
 def aa_headline(cmp: Comparison) -> str:
@@ -130,6 +137,8 @@ def aa_headline(cmp: Comparison) -> str:
     spread = (f"two boots differ by {fmt_ms(differ)} ms per step in step period (between-run SD "
               f"{fmt_ms(aa.between_runs_sd_ms or 0.0)} ms over {runs} runs)") if aa is not None and differ is not None \
         else "the between-run spread could not be measured"
+    if aa is not None and aa.gpu_busy_two_boots_differ_ms is not None:
+        spread += f", by {fmt_ms(aa.gpu_busy_two_boots_differ_ms)} ms in GPU busy time"
     # with more than two boots the pair shown in the tables is one of several: say how far apart it is
     measured = f"; the two shown: {fmt_ms(top.measured_ms)} ms apart" if top is not None and runs != 2 else ""
     return f"A/A ({runs} boots of the same code): {spread}{measured}. The noise floor of this setup, not a change."
@@ -137,7 +146,8 @@ def aa_headline(cmp: Comparison) -> str:
 
 def ab_headline(cmp: Comparison, names: list[str], period_ms: float | None = None) -> str:
     """Two short sentences: what changed, in the roles the tables use, and the verdict of the
-    one measure it rests on (ms and share of the step)."""
+    one measure it rests on (ms and share of the step); a verdict on the GPU's own time adds
+    whether the step is GPU-bound, so it never reads as a wall-clock promise."""
     if cmp.is_aa:
         return aa_headline(cmp)
     base, cand = names[0], names[1]

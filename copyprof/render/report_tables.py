@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from copyprof.analysis.results import RunReport, Setup
+from copyprof.analysis.results import PerStep, RunReport, Setup
 from copyprof.models.layout import kind_label
 from copyprof.render.headline import plural
 from copyprof.vocabulary import CandidateForm
@@ -251,7 +251,19 @@ def setup_fields(run: RunReport) -> list[tuple[str, str]]:
     tok = run.per_step.tokens
     if tok is not None:
         fields.append(("tokens", f"N = {tok} tokens per step"))
+    gpu = gpu_time_words(run.per_step)
+    if gpu:
+        fields.append(("GPU time", gpu))
     return fields
+
+
+def gpu_time_words(ps: PerStep) -> str:
+    """``GPU busy 0.966 ms per step (17 % of the step period), graph-replay span 0.979 ms``."""
+    if ps.gpu_busy_ms is None:
+        return ""
+    share = f" ({100 * ps.gpu_busy_fraction:.0f} % of the step period)" if ps.gpu_busy_fraction is not None else ""
+    replay = f", graph-replay span {fmt_ms(ps.gpu_replay_span_ms)} ms" if ps.gpu_replay_span_ms is not None else ""
+    return f"GPU busy {fmt_ms(ps.gpu_busy_ms)} ms per step{share}{replay}"
 
 
 def setup_lines(run: RunReport) -> list[str]:
@@ -259,7 +271,7 @@ def setup_lines(run: RunReport) -> list[str]:
     tokens facts read as sentences of their own."""
     out = []
     for label, value in setup_fields(run):
-        if label in ("steps", "tokens", "engine choices"):
+        if label in ("steps", "tokens", "engine choices", "GPU time"):
             out.append(value)
         elif label == "format":
             out.append(value)

@@ -17,7 +17,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from copyprof.analysis.results import JSON_RUN_KEYS, Comparison, RunReport
+from copyprof.analysis.results import JSON_RUN_KEYS, Comparison, PerStep, RunReport
 from copyprof.analysis.wording import VERDICT_CELL
 from copyprof.analysis.wording import fmt_ms as sig_ms
 from copyprof.render.compare_render import comparison_tables
@@ -186,6 +186,8 @@ def summary_table(view: ReportView) -> TableData:
         t.rows.append(["post-projection copies / step", *[p.post_proj.get("total", 0) for p in ps]])
     t.rows.append(["all device copies / step", *[p.copies for p in ps]])
     t.rows.append(["step period, ms (median)", *[fmt_ms(p.period_ms) for p in ps]])
+    if any(p.gpu_busy_ms is not None for p in ps):
+        t.rows.append(["GPU busy, ms/step (median; share of the step)", *[_busy_cell(p) for p in ps]])
     top = runs[0].candidates[0] if runs[0].candidates else None
     if top is not None and top.removable_ms is not None:
         t.rows.append([f"largest copy group: {top.per_step:g} {top.role}, ms/step",
@@ -202,6 +204,14 @@ def summary_table(view: ReportView) -> TableData:
             t.rows.append([f"saving measured by {m.name} ({m.n_baseline} vs {m.n_candidate} {m.unit})", "",
                            f"{sig_ms(m.measured_ms)}, {ci}: {VERDICT_CELL[m.key]}"])
     return t
+
+
+def _busy_cell(ps: PerStep) -> str:
+    """``0.966 (17 %)``: the GPU's own time per step and the share of the step period it is busy."""
+    if ps.gpu_busy_ms is None:
+        return ""
+    share = f" ({100 * ps.gpu_busy_fraction:.0f} %)" if ps.gpu_busy_fraction is not None else ""
+    return f"{fmt_ms(ps.gpu_busy_ms)}{share}"
 
 
 def _kernel_and_gap(kernel: float, with_gap: float | None) -> str:

@@ -46,6 +46,9 @@ def _per_step_rows(run: RunReport, arm: str) -> Iterator[Row]:
     yield "per_step", "tokens", arm, _v(ps.tokens), "tokens"
     yield "per_step", "period", arm, _v(ps.period_ms), "ms"
     yield "per_step", "gpu_span", arm, _v(ps.gpu_span_ms), "ms"
+    yield "per_step", "gpu_busy", arm, _v(ps.gpu_busy_ms), "ms"
+    yield "per_step", "gpu_replay_span", arm, _v(ps.gpu_replay_span_ms), "ms"
+    yield "per_step", "gpu_busy_fraction", arm, _v(ps.gpu_busy_fraction), "fraction"
     yield "per_step", "copies", arm, ps.copies, "copies"
     for kind, n in ps.post_proj.items():
         yield "per_step", f"post_projection.{kind}", arm, n, "copies"

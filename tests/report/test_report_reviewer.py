@@ -2,7 +2,7 @@
 
 What is pinned, and why:
 - every format opens with the same headline, which names the measure that resolves the
-  effect best (the Quick start pair: replica timing, MDE ~0.003 ms, resolves what the step
+  effect best (the shipped replica pair: replica timing, MDE ~0.003 ms, resolves what the step
   period cannot) and the verdict's words;
 - arms that differ in more than the patch (C16 vs C24) are called not comparable, first;
 - text output never cuts a number, however it is piped;

@@ -9,7 +9,7 @@ real vLLM captures in corpus/, the shipped replica pair in traces/) to its fixed
 - a folder with a pyproject.toml and no trace is "no trace found", not "invalid JSON";
 - an empty --model is refused; --plot never replaces a file without --force;
 - piped inspect output has no console-wide rule; help texts are whole and current;
-- the Quick start pair's report opens with its headline, no warning first, and no verdict key
+- the shipped replica pair's report opens with its headline, no warning first, and no verdict key
   leaks as words; an eager capture's estimate counts no dispatch gap.
 """
 from __future__ import annotations

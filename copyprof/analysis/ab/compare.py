@@ -39,8 +39,8 @@ from copyprof.analysis.ab.sites import (
     site_changes,
 )
 from copyprof.analysis.ab.measures import best, launch_bound_note, measure_of, timing_comparison
-from copyprof.analysis.results import (AaSummary, ArmCounts, ClientComparison, Comparison, Estimates, GpuSpanComparison,
-                                      GroupChange, Measure,
+from copyprof.analysis.results import (AaSummary, ArmCounts, ClientComparison, Comparison, Estimates, GpuBound,
+                                      GpuSpanComparison, GroupChange, Measure,
                                       PerArm, RunReport, RunsPerArm, TimingSummary, known)
 from copyprof.analysis.setup import mismatches
 from copyprof.stats.shift import ShiftResult, robust_noise, shift_estimate
@@ -173,7 +173,8 @@ def _timing(base: RunReport, cand: RunReport) -> ShiftResult | None:
     return shift_estimate(np.asarray(tb["baseline"]), np.asarray(tb[cand.timing_arm]), paired=True)
 
 
-NAMES = ((MeasureName.STEP_PERIOD, "period_ms"), (MeasureName.GPU_SPAN, "span_ms"), (MeasureName.CLIENT_TPOT, "tpot_ms"))
+NAMES = ((MeasureName.GPU_BUSY, "busy_ms"), (MeasureName.GRAPH_REPLAY_SPAN, "replay_ms"),
+         (MeasureName.STEP_PERIOD, "period_ms"), (MeasureName.GPU_SPAN, "span_ms"), (MeasureName.CLIENT_TPOT, "tpot_ms"))
 
 
 def compare_arms(arms: Arms) -> Comparison:
@@ -206,6 +207,7 @@ def compare_arms(arms: Arms) -> Comparison:
         m.verdict = _not_comparable(out) + m.verdict + caveat
         out.measures.append(m)
     pair = _this_pair(arms, rep, kernel, with_gap)
+    out.gpu_bound = gpu_bound(arms)
     _aa_summary(out, arms)
     out.client = _client(out, arms)
     _choose_best(out, bound)
@@ -215,6 +217,44 @@ def compare_arms(arms: Arms) -> Comparison:
         out.measures.append(m)
     _legacy_fields(out, period, shifts.get(MeasureName.GPU_SPAN), kernel, with_gap, bound)
     return out
+
+
+def expected_saving(name: MeasureName, kernel: float, with_gap: float) -> float:
+    """The estimate a measure should see: a replay span loses a removed copy's dispatch gap
+    with it (the next graph node starts sooner); busy time and the host-timed measures lose
+    the copy's kernel time (its gap was idle GPU time already)."""
+    return with_gap if name == MeasureName.GRAPH_REPLAY_SPAN and with_gap > 0 else kernel
+
+
+# Busy this share of the step or more, the GPU sets the step's pace: what it saves, the step saves.
+# Below HOST_BOUND_BELOW the host sets it (the GPU waits for launches most of the step).
+GPU_BOUND_FROM = 0.9
+HOST_BOUND_BELOW = 0.5
+
+
+def gpu_bound(arms: Arms) -> GpuBound | None:
+    """How busy each arm keeps the GPU, and what that means for the wall clock."""
+    def arm(runs: list[RunReport]) -> float | None:
+        vals = [r.per_step.gpu_busy_fraction for r in runs if r.per_step.gpu_busy_fraction is not None]
+        return float(np.median(vals)) if vals else None
+
+    b, c = arm(arms.baseline), arm(arms.candidate)
+    if b is None and c is None:
+        return None
+    top = max(x for x in (b, c) if x is not None)
+    share = (f"{100 * top:.0f} %" if b is None or c is None or round(100 * b) == round(100 * c)
+             else f"{100 * b:.0f} % / {100 * c:.0f} %")
+    if top >= GPU_BOUND_FROM:
+        bound, msg = True, (f"the GPU is busy {share} of each step: the step is GPU-bound, so a GPU saving "
+                            "shortens the step about as much")
+    elif top < HOST_BOUND_BELOW:
+        bound, msg = False, (f"the GPU is busy {share} of each step: the host sets the step's pace, so a GPU "
+                             "saving shortens the step only once the GPU is the bottleneck (larger cohort, "
+                             "larger TP shards, real weights)")
+    else:
+        bound, msg = False, (f"the GPU is busy {share} of each step: part of a GPU saving may reach the step, "
+                             "as far as the GPU sets its pace")
+    return GpuBound(busy_fraction=PerArm(baseline=known(b), candidate=known(c)), gpu_bound=bound, message=msg)
 
 
 def _scope(base: RunReport, cand: RunReport, changes: list[GroupChange]) -> tuple[str | None, str, float, float]:
@@ -292,12 +332,14 @@ def _measure(arms: Arms, rep: Replication, name: MeasureName, key: str, kernel: 
         if rs is None:
             return None
         shift = as_shift(rs)
-        m = measure_of(name, shift, kernel, with_gap, unit="runs", need=rs.runs_needed(abs(kernel)) if kernel else None)
+        expected = expected_saving(name, kernel, with_gap)
+        m = measure_of(name, shift, kernel, with_gap, unit="runs",
+                       need=rs.runs_needed(abs(expected)) if expected else None, expected=expected)
         aa = f" and {rs.aa_runs} A/A run(s)" if rs.aa_runs else ""
         m.assumes = ASSUMES[BOOTS].format(aa=aa)
         m.between_runs_sd_ms = known(rs.sd_between_ms)
         m.run_values_ms = {k: [float(x) for x in v] for k, v in rs.values_ms.items()}
-        m.runs_needed = rs.runs_needed(abs(kernel)) if kernel else None
+        m.runs_needed = rs.runs_needed(abs(expected)) if expected else None
         if rs.sd_between_ms is None:
             m.key = VerdictKey.UNMEASURED
             m.resolved = False
@@ -305,7 +347,7 @@ def _measure(arms: Arms, rep: Replication, name: MeasureName, key: str, kernel: 
                          f"per arm and no A/A (the two runs differ by {rs.saving_ms:.4g} ms, which includes any "
                          "boot-to-boot difference); capture two or more runs per arm (copyprof run --repeat 2 "
                          "--interleave) or an A/A of this setup (copyprof report --aa)")
-        elif m.runs_needed is not None and m.mde_ms is not None and m.mde_ms > abs(kernel):
+        elif m.runs_needed is not None and m.mde_ms is not None and m.mde_ms > abs(expected):
             m.verdict += f" The runs of one arm differ by {rs.sd_between_ms:.4g} ms (SD)."
         shifts[name] = shift
         return m
@@ -314,7 +356,7 @@ def _measure(arms: Arms, rep: Replication, name: MeasureName, key: str, kernel: 
     steps = within_process(a, b)
     if steps is None:
         return None
-    m = measure_of(name, steps, kernel, with_gap, unit="steps")
+    m = measure_of(name, steps, kernel, with_gap, unit="steps", expected=expected_saving(name, kernel, with_gap))
     m.assumes = ASSUMES[rep].format(block=steps.block)
     shifts[name] = steps
     return m
@@ -340,11 +382,17 @@ def _aa_summary(out: Comparison, arms: Arms) -> None:
         return
     from copyprof.stats.between_runs import pooled_sd
 
-    values = [np.asarray([x for r in g if (x := _run_value(r, "period_ms")) is not None]) for g in groups]
-    sd, df = pooled_sd(values)
+    def spread(key: str) -> tuple[float | None, int]:
+        values = [np.asarray([x for r in g if (x := _run_value(r, key)) is not None]) for g in groups]
+        return pooled_sd([v for v in values if len(v)])
+
+    sd, df = spread("period_ms")
+    busy_sd, _ = spread("busy_ms")
     out.aa = AaSummary(groups=len(groups), runs=sum(len(g) for g in groups), measure=MeasureName.STEP_PERIOD,
                        between_runs_sd_ms=known(sd), df=df,
-                       two_boots_differ_ms=known(sd * math.sqrt(2)) if sd is not None else None)
+                       two_boots_differ_ms=known(sd * math.sqrt(2)) if sd is not None else None,
+                       gpu_busy_between_runs_sd_ms=known(busy_sd),
+                       gpu_busy_two_boots_differ_ms=known(busy_sd * math.sqrt(2)) if busy_sd is not None else None)
 
 
 def _legacy_fields(out: Comparison, shift: ShiftResult | None, span: ShiftResult | None, kernel: float,

@@ -1,4 +1,5 @@
-"""The measurements an A/B has — replica timing, GPU span, client TPOT, step period — side by side.
+"""The measurements an A/B has — replica timing, GPU busy, graph-replay span, GPU span, client
+TPOT, step period — side by side.
 
 Why: a reviewer needs one answer, from the measurement that resolves the effect best, with
 the others as support. Each measurement is a ``ShiftResult`` (stats/shift.py) on its own
@@ -15,11 +16,13 @@ import msgspec
 from copyprof.analysis.ab.verdict import classify, estimator_check, verdict
 from copyprof.analysis.results import EstimatorCheck, Measure, TimingComparison, TimingSummary, known
 from copyprof.stats.shift import ShiftResult
-from copyprof.vocabulary import MeasureName
+from copyprof.vocabulary import GPU_TIME_MEASURES, MeasureName
 
-ORDER = (MeasureName.REPLICA_TIMING, MeasureName.GPU_SPAN, MeasureName.CLIENT_TPOT, MeasureName.STEP_PERIOD)
-UNITS = {MeasureName.REPLICA_TIMING: "blocks", MeasureName.GPU_SPAN: "steps", MeasureName.CLIENT_TPOT: "runs",
-         MeasureName.STEP_PERIOD: "steps"}
+ORDER = (MeasureName.REPLICA_TIMING, MeasureName.GPU_BUSY, MeasureName.GRAPH_REPLAY_SPAN, MeasureName.GPU_SPAN,
+         MeasureName.CLIENT_TPOT, MeasureName.STEP_PERIOD)
+UNITS = {MeasureName.REPLICA_TIMING: "blocks", MeasureName.GPU_BUSY: "steps", MeasureName.GRAPH_REPLAY_SPAN: "steps",
+         MeasureName.GPU_SPAN: "steps", MeasureName.CLIENT_TPOT: "runs", MeasureName.STEP_PERIOD: "steps"}
+
 
 
 def estimator_note(check: EstimatorCheck | None, with_gap: float) -> str:
@@ -45,21 +48,39 @@ def timing_comparison(shift: ShiftResult, summary: TimingSummary, kernel: float,
 
 
 def measure_of(name: MeasureName, shift: ShiftResult, kernel: float, with_gap: float, *, unit: str | None = None,
-               need: int | None = None) -> Measure:
-    """One measure; ``need``: observations per arm that resolve ``kernel`` where the caller
-    knows them better than the shift's own noise does (runs, from the pooled between-run SD)."""
+               need: int | None = None, expected: float | None = None) -> Measure:
+    """One measure; ``need``: observations per arm that resolve the estimate where the caller
+    knows them better than the shift's own noise does (runs, from the pooled between-run SD);
+    ``expected``: the estimate this measure should see (default: the kernel-time one)."""
+    expected = kernel if expected is None else expected
     mde = shift.mde_ms()
     lo, hi = shift.saving_ci95_ms
     if need is None:
-        need = (shift.steps_needed(kernel) or None) if kernel > 0 and math.isfinite(mde) else None
+        need = (shift.steps_needed(expected) or None) if expected > 0 and math.isfinite(mde) else None
     check = estimator_check(kernel, with_gap, shift) if kernel > 0 else None
     unit = unit or UNITS[name]
+    text = verdict(expected, shift, mde, need, unit=unit)
+    text += fidelity_note(check) if name in GPU_TIME_MEASURES else estimator_note(check, with_gap)
     return Measure(name=name, unit=unit, measured_ms=float(shift.saving_ms), ci95_ms=[known(lo), known(hi)],
                    mde_ms=known(mde), n_baseline=shift.n_baseline, n_candidate=shift.n_candidate,
-                   key=classify(kernel, shift), resolved=bool(shift.resolved),
-                   verdict=verdict(kernel, shift, mde, need, unit=unit) + estimator_note(check, with_gap),
+                   key=classify(expected, shift), resolved=bool(shift.resolved), verdict=text,
                    supports=check.supported if check else None,
                    supported_error=check.estimates[check.supported].rel_error if check else None)
+
+
+def fidelity_note(check: EstimatorCheck | None) -> str:
+    """Both estimates against a GPU-time measurement, each off the measured saving by how much:
+    busy time should match the kernel estimate (a removed copy's dispatch gap was idle GPU time),
+    a graph-replay span the kernel + dispatch-gap one (the next node starts sooner)."""
+    if check is None or not check.resolved:
+        return ""
+    def part(key: str, label: str) -> str:
+        e = check.estimates[key]
+        off = f" ({e.rel_error:+.1%} off)" if e.rel_error is not None else ""
+        return f"{label} {e.estimate_ms:.3g} ms{off}"
+    which = "kernel" if check.supported == "kernel" else "kernel + dispatch-gap"
+    return (f" Estimates against it: {part('kernel', 'kernel time')}, {part('kernel_plus_gap', 'kernel + dispatch gap')};"
+            f" the {which} estimate matches best.")
 
 
 def best(measures: list[Measure], passed_over: frozenset[str] = frozenset()) -> Measure | None:

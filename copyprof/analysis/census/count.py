@@ -29,6 +29,7 @@ from copyprof.analysis.census.layer_map import LayerMap, map_layers
 from copyprof.analysis.results import Attribution
 from copyprof.analysis.census.role_evidence import Evidence, weigh_stacks
 from copyprof.analysis.sources.frames import NO_STACKS, CopySources, copy_sources
+from copyprof.analysis.steps.gpu_time import gpu_time_per_step
 from copyprof.analysis.steps.ops import StepOps, step_ops
 from copyprof.analysis.steps.segment import Steps
 from copyprof.events import BYTES_SOURCES
@@ -105,6 +106,11 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     ps = pd.DataFrame(per_step)
     if not ps.empty:
         ps = ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left")
+        assert ops.o_row is not None
+        busy, replay = gpu_time_per_step(events["start_ns"].to_numpy(), events["dur_ns"].to_numpy(), ops.o_row,
+                                         ops.op_first, graph_replayed(events, ops.o_row))
+        at = pd.Index(step_ids).get_indexer(ps["step"].to_numpy())
+        ps["busy_ns"], ps["replay_ns"] = busy[at], replay[at]
     census = Census(copies=copies, per_step=ps, kinds=kinds, op_rows=ops.o_row, op_steps=ops.step_ids,
                     op_first=ops.op_first)
     if keep_layers and layout is not None:
