@@ -5,7 +5,9 @@ Rules, in order (each checked against the source named; what could not be checke
 1. ``layer_types`` (or Nemotron-H's ``layers_block_type``) when the config lists them — the
    names are kept as written, except Hugging Face's own legacy names ``attention`` ->
    ``full_attention`` and ``mamba`` -> ``linear_attention`` (transformers
-   ``configuration_utils._LEGACY_LAYER_TYPE_REMAP``).
+   ``configuration_utils._LEGACY_LAYER_TYPE_REMAP``) in lists of attention + MLP layers; a
+   list with MLP-only layers (``mlp``, ``moe``) is one of single-block layers and keeps the
+   model's own words, as rule 6.
 2. Kimi ``linear_attn_config.kda_layers`` (1-indexed; every other layer is MLA: vLLM
    ``KimiLinearConfig.is_kda_layer``; vllm-and-kimi.md §2.1) -> ``kda`` / ``mla``.
 3. Qwen3-Next / Qwen3.5 ``full_attention_interval``: layer i is ``linear_attention`` unless
@@ -14,9 +16,10 @@ Rules, in order (each checked against the source named; what could not be checke
    (lightning) (vLLM ``ModelConfig`` counts ``t == 1`` as attention layers).
 5. Jamba ``attn_layer_period`` / ``attn_layer_offset``: attention where i % period == offset,
    mamba elsewhere (transformers ``JambaConfig.layers_block_type``, defaults 8 / 4).
-6. Nemotron-H ``hybrid_override_pattern``: ``M`` mamba (``linear_attention``), ``*``
-   ``full_attention``, ``E`` ``moe``, ``-`` ``mlp`` (transformers
-   ``NemotronHConfig._pattern_to_list``).
+6. Nemotron-H ``hybrid_override_pattern``: ``M`` ``mamba``, ``*`` ``attention``, ``E``
+   ``moe``, ``-`` ``mlp``, the model's own words (vLLM 0.26.0
+   ``NemotronHConfig.layers_block_type``; ``nemotron_h.py`` builds one decoder layer of one
+   norm and one mixer per letter: ``ALL_DECODER_LAYER_TYPES``).
 7. gpt-oss without ``layer_types``: sliding on even layers, full on odd ones (transformers
    ``GptOssConfig.__post_init__``); Qwen2-style ``use_sliding_window`` with
    ``max_window_layers``: sliding from that layer on.
@@ -30,13 +33,13 @@ from __future__ import annotations
 from typing import Any
 
 from copyprof.errors import CopyprofError
-from copyprof.models.layout import DTYPE_BYTES, ModelLayout
+from copyprof.models.layout import DTYPE_BYTES, MLP_ONLY_KINDS, ModelLayout
 
 LOOKED_FOR = ("layer_types", "layers_block_type", "linear_attn_config.kda_layers", "full_attention_interval",
               "attn_type_list", "attn_layer_period/attn_layer_offset", "hybrid_override_pattern",
               "kv_lora_rank (MLA)", "model_type + num_attention_heads (dense)")
 _LEGACY_NAMES = {"attention": "full_attention", "mamba": "linear_attention"}
-_NEMOTRON_PATTERN = {"M": "linear_attention", "*": "full_attention", "E": "moe", "-": "mlp"}
+_NEMOTRON_PATTERN = {"M": "mamba", "*": "attention", "E": "moe", "-": "mlp"}
 # Keys that mean "this model mixes layer kinds": with none of the rules matching, reading such
 # a config as dense would invent a layout, so it is refused instead.
 _HYBRID_HINTS = ("mamba", "ssm", "linear_", "hybrid", "attn_type", "block_type", "layer_types", "interval",
@@ -111,7 +114,8 @@ def _kinds(text: dict[str, Any], config: dict[str, Any], source: str) -> tuple[l
     listed = text.get("layer_types") or text.get("layers_block_type")
     if isinstance(listed, list) and listed and all(isinstance(k, str) for k in listed):
         names: list[str] = listed  # every item was checked to be a str just above
-        kinds = [_LEGACY_NAMES.get(k, k) for k in names]
+        single_block = any(k in MLP_ONLY_KINDS for k in names)
+        kinds = list(names) if single_block else [_LEGACY_NAMES.get(k, k) for k in names]
         return kinds, _mechanisms(kinds, model_type)
     lac = text.get("linear_attn_config")
     if isinstance(lac, dict) and isinstance(lac.get("kda_layers"), list):
@@ -159,8 +163,8 @@ def _mechanisms(kinds: list[str], model_type: str) -> dict[str, str]:
     MiniMax-style configs and mamba in Jamba / Nemotron-H / Falcon-H1 / Zamba."""
     linear = "mamba" if any(t in model_type for t in ("nemotron", "jamba", "falcon", "zamba", "mamba", "granite")) else "gdn"
     table = {"full_attention": "attention", "sliding_attention": "attention", "chunked_attention": "attention",
-             "linear_attention": linear, "mamba": "mamba", "moe": "mlp-only", "mlp": "mlp-only", "mla": "mla",
-             "kda": "kda"}
+             "attention": "attention", "linear_attention": linear, "mamba": "mamba", "mla": "mla", "kda": "kda"}
+    table.update(dict.fromkeys(MLP_ONLY_KINDS, "mlp-only"))
     return {k: table.get(k, "attention") for k in dict.fromkeys(kinds)}
 
 

@@ -18,6 +18,16 @@ DTYPE_BYTES = {"bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2, "fl
 # How a layer kind computes, for the replica engine and the reports' wording. Kinds a config
 # names but no entry here covers get "attention" (a full softmax-attention stand-in).
 MECHANISMS = ("mla", "attention", "kda", "gdn", "mamba", "mlp-only")
+# Kinds of layers that hold only an MLP or MoE block, no mixer (Nemotron-H's ``-`` and ``E``
+# layers, transformers ``NemotronHConfig.layers_block_type``). A layout with such layers is
+# made of single-block layers: every other layer then holds only its mixer (attention, mamba,
+# ...), not an attention + MLP pair, and the census reads each layer as one block.
+MLP_ONLY_KINDS = frozenset({"mlp", "moe"})
+
+
+def single_block_layers(layer_kinds: tuple[str, ...]) -> bool:
+    """Whether a layout's layers are single blocks (some MLP-only, the rest mixer-only)."""
+    return any(k in MLP_ONLY_KINDS for k in layer_kinds)
 
 
 @dataclass(frozen=True)

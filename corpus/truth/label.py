@@ -95,6 +95,12 @@ def _graph_rules(model: str):
                   ("memcpy32_post after moe_sum_vec_kernel (fused-MoE output)", moe, "mlp-output", "moe")]
     elif model.startswith("deepseek"):
         rules += [("memcpy32_post after moe_sum_vec_kernel (fused-MoE output)", moe, "mlp-output", "moe")]
+    elif model.startswith("nemotron-h"):
+        # NemotronHMoE.forward -> FusedMoE -> TopKWeightAndReduceNoOP.apply L76
+        # output.copy_(fused_expert_output) inside the opaque MoE op, which the graph keeps;
+        # NemotronHMamba/Attention/MLP decoder layers issue no copy of their own (eager stacks: none).
+        rules += [("memcpy32_post after moe_sum_vec_kernel (fused-MoE output, topk_weight_and_reduce.py L76)",
+                   moe, "mlp-output", "moe")]
     elif model.startswith("qwen3"):
         rules += [("memcpy32_post after the final norm, the last op of the graph (its output buffer)",
                    lambda c: inside(c) and c["next_kernel"] == "", "metadata", None)]
@@ -116,6 +122,14 @@ def layer_sets(config: dict) -> tuple[list[str], dict[str, list[int]]]:
         kinds = ["full_attention" if i % config["attn_layer_period"] == config["attn_layer_offset"]
                  else "linear_attention" for i in range(n)]
         moe = [i + 1 for i in range(n) if i % config["expert_layer_period"] == config["expert_layer_offset"]]
+    elif mt == "nemotron_h":
+        # One mixer per layer, by hybrid_override_pattern (nemotron_h.py ALL_DECODER_LAYER_TYPES:
+        # M NemotronHMambaDecoderLayer, * ...AttentionDecoderLayer, - ...MLPDecoderLayer,
+        # E ...MoEDecoderLayer), named as NemotronHConfig.layers_block_type names them
+        # (transformers_utils/configs/nemotron_h.py L277: mamba / attention / mlp / moe).
+        letters = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+        kinds = [letters[c] for c in config["hybrid_override_pattern"]]
+        moe = [i + 1 for i in range(n) if kinds[i] == "moe"]
     elif mt == "deepseek_v3":
         kinds = ["mla"] * n
         moe = [i + 1 for i in range(n) if i >= config["first_k_dense_replace"]]

@@ -61,8 +61,14 @@ def test_explicit_layer_types_win_and_legacy_names_are_mapped():
     cfg = {"model_type": "qwen3_5_text", "num_hidden_layers": 4, "hidden_size": 64, "full_attention_interval": 2,
            "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"]}
     assert layout_from_config(cfg, name="x").layer_kinds == ("linear_attention",) * 3 + ("full_attention",)
-    legacy = {"model_type": "nemotron_h", "hidden_size": 64, "layers_block_type": ["mamba", "attention", "moe"]}
-    assert layout_from_config(legacy, name="n").layer_kinds == ("linear_attention", "full_attention", "moe")
+    # Hugging Face's legacy names are remapped in lists of attention + MLP layers only: a list with
+    # MLP-only layers is Nemotron-H's single-block one, read in the model's own words.
+    legacy = {"model_type": "jamba", "hidden_size": 64, "layers_block_type": ["mamba", "attention", "mamba"]}
+    assert layout_from_config(legacy, name="j").layer_kinds == ("linear_attention", "full_attention", "linear_attention")
+    single = {"model_type": "nemotron_h", "hidden_size": 64, "layers_block_type": ["mamba", "attention", "moe"]}
+    lay = layout_from_config(single, name="n")
+    assert lay.layer_kinds == ("mamba", "attention", "moe")
+    assert [lay.mechanism_of(k) for k in lay.layer_kinds] == ["mamba", "attention", "mlp-only"]
 
 
 def test_text_config_nesting():
@@ -96,8 +102,9 @@ def test_minimax_jamba_nemotron_and_gpt_oss_rules():
     assert [i for i, k in enumerate(lay.layer_kinds) if k == "full_attention"] == [4, 12]
     assert lay.mechanism_of("linear_attention") == "mamba"
     nemotron = {"model_type": "nemotron_h", "hidden_size": 64, "hybrid_override_pattern": "M-M*-ME"}
+    # The model's own words (NemotronHConfig.layers_block_type), not Hugging Face's remapped ones.
     assert layout_from_config(nemotron, name="n").layer_kinds == (
-        "linear_attention", "mlp", "linear_attention", "full_attention", "mlp", "linear_attention", "moe")
+        "mamba", "mlp", "mamba", "attention", "mlp", "mamba", "moe")
     oss = {"model_type": "gpt_oss", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4}
     assert layout_from_config(oss, name="o").layer_kinds == ("sliding_attention", "full_attention") * 2
 

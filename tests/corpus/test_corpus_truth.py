@@ -74,7 +74,7 @@ def test_the_truth_files_are_what_the_labeller_reads_from_the_traces():
     first: dict[tuple[str, str], str] = {}
     for r in RUNS:
         first.setdefault((r["model"], r["mode"]), r["name"])
-    assert len(first) == 10  # 5 shapes x graph/eager
+    assert len(first) == 12  # 6 shapes x graph/eager
     res = subprocess.run([sys.executable, str(CORPUS / "truth" / "label.py"), "--check", "--runs",
                           ",".join(first.values())], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]

@@ -62,10 +62,13 @@ def summarise_attribution(verdicts: list[StepVerdict], layout: ModelLayout | Non
         # count happens to match a kind's layers are the dense first layer's MLP among MoE layers,
         # or Inductor kernels whose names repeat across pieces of different kinds.
         # A kind none of whose counted kernels fits its layers is a layout the trace contradicts:
-        # then all of them count.
+        # then all of them count — except an MLP-only kind (Nemotron-H's mlp layer), which may run
+        # nothing of its own: its GEMMs and activation are those of the MoE layers' shared experts,
+        # and a kind of one layer matches every kernel launched once.
         fitting = set(ok_map.kinds.agree.values())
         real = {name: v for name, v in ok_map.kinds.disagree.items()
-                if anchor_mechanism(name) or is_attention_math(name) or v[0] not in fitting}
+                if anchor_mechanism(name) or is_attention_math(name)
+                or (v[0] not in fitting and layout.mechanism_of(v[0]) != "mlp-only")}
         out.kind_disagreements = [f"{name[:80]} runs in layers {_ranges(seen)} but the layout's {kind} layers are "
                                   f"{_ranges(layout.layers_of(kind))}"
                                   for name, (kind, seen) in sorted(real.items())]

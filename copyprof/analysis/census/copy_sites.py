@@ -26,6 +26,14 @@ attention core is the layer's kind-specific kernels (launched only in that kind'
 which the layer map found by counting) plus the attention anchors of the taxonomy (the only
 clue where every layer is of one kind). A copy in a layer whose core or boundary cannot be
 found is ``unplaced`` and says why; the census then asks its size, never against its place.
+
+Layouts of single-block layers (Nemotron-H: each decoder layer is one norm and one mixer —
+mamba, attention — or one norm and one MLP/MoE block; ``models.layout.single_block_layers``)
+are cut the same way with one block per layer: a mixer layer ends at the norm that closes its
+mixer (the next layer's input norm), and an MLP-only layer runs from its input norm (the last
+norm before its first GEMM, MoE or activation kernel) to the next norm past a GEMM. Reading
+such a layer as an attention + MLP pair would hand the next layer's MoE output copy to the
+mixer layer before it.
 """
 from __future__ import annotations
 
@@ -34,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from copyprof.analysis.census.layer_map import LayerMap
+from copyprof.models.layout import MLP_ONLY_KINDS, single_block_layers
 from copyprof.taxonomy.anchors import anchor_mechanism, is_allreduce
 from copyprof.vocabulary import Place, Role
 from copyprof.taxonomy.kernel_roles import is_activation, is_gemm, is_gemm_tail, is_moe, is_moe_reduce, is_norm
@@ -106,9 +115,14 @@ def place_copies(codes: np.ndarray, structural: np.ndarray, copy_at: np.ndarray,
     if lm.status != "ok":
         return StepSites(role, layer, slot, place)
     kernels = np.flatnonzero(structural)
-    blocks = [_layer_blocks(codes, kernels, lm, ell, layer_kinds[ell], kind_names, roles)
+    single = single_block_layers(layer_kinds)
+    blocks = [_mlp_layer_blocks(codes, kernels, lm, ell, layer_kinds[ell], kind_names, roles)
+              if single and layer_kinds[ell] in MLP_ONLY_KINDS else
+              _layer_blocks(codes, kernels, lm, ell, layer_kinds[ell], kind_names, roles, mixer_only=single)
               for ell in range(lm.layers)]
-    layer = _owners(copy_at, blocks, lm, _first_layer_start(codes, kernels, blocks[0], lm, roles))
+    first = blocks[0].boundary if single and layer_kinds[0] in MLP_ONLY_KINDS and blocks[0].boundary >= 0 else \
+        _first_layer_start(codes, kernels, blocks[0], lm, roles)
+    layer = _owners(copy_at, blocks, lm, first)
     outside = (layer < 0) & ~staging
     role[outside], place[outside] = METADATA, Place.OUTSIDE.value
     for i in np.flatnonzero(~staging & ~outside).tolist():
@@ -129,9 +143,10 @@ def _next_structural(structural: np.ndarray, at: np.ndarray) -> np.ndarray:
 
 
 def _layer_blocks(codes: np.ndarray, kernels: np.ndarray, lm: LayerMap, ell: int, kind: str,
-                  kind_names: dict[int, str], roles: NameRoles) -> _Blocks:
+                  kind_names: dict[int, str], roles: NameRoles, mixer_only: bool = False) -> _Blocks:
     """The layer's core, projection and block boundaries, searched from its core onward (the
-    layer map's cut between layers is approximate by a norm or two; the norms are not)."""
+    layer map's cut between layers is approximate by a norm or two; the norms are not). A
+    mixer-only layer (``mixer_only``) ends at the norm that closes its mixer."""
     start = int(lm.starts[ell])
     end = int(lm.starts[ell + 1]) if ell + 1 < lm.layers else int(lm.end)
     mine = kernels[(kernels >= start) & (kernels < end)]
@@ -156,6 +171,8 @@ def _layer_blocks(codes: np.ndarray, kernels: np.ndarray, lm: LayerMap, ell: int
         return _Blocks(core_first, core_last, -1, -1, end)
     boundary = int(after[closing[0]])
     proj = int(after[np.flatnonzero(gemm[: closing[0]])[-1]])
+    if mixer_only:
+        return _Blocks(core_first, core_last, proj, boundary, boundary)
     # the MLP block ends at the next norm past a GEMM (the next layer's input norm, or the final norm)
     tail = after[closing[0] + 1:]
     t = codes[tail]
@@ -163,6 +180,30 @@ def _layer_blocks(codes: np.ndarray, kernels: np.ndarray, lm: LayerMap, ell: int
     ends = np.flatnonzero(roles.norm[t] & past & ~roles.gemm[t])
     mlp_end = int(tail[ends[0]]) if len(ends) else end
     return _Blocks(core_first, core_last, proj, boundary, mlp_end)
+
+
+def _mlp_layer_blocks(codes: np.ndarray, kernels: np.ndarray, lm: LayerMap, ell: int, kind: str,
+                      kind_names: dict[int, str], roles: NameRoles) -> _Blocks:
+    """An MLP-only layer's one block: from its input norm — the last norm before the layer's
+    first GEMM, MoE, activation or kind-specific kernel — to the next norm past a GEMM. The
+    input norm stands for core, projection and boundary alike, so a copy after it is read as
+    the MLP block's (``_role_in_layer``)."""
+    start = int(lm.starts[ell])
+    end = int(lm.starts[ell + 1]) if ell + 1 < lm.layers else int(lm.end)
+    mine = kernels[(kernels >= start) & (kernels < end)]
+    c = codes[mine]
+    own = np.array([kind_names.get(int(x)) == kind for x in c.tolist()], dtype=bool)
+    body = (roles.gemm[c] | roles.moe[c] | roles.activation[c] | own) & ~roles.norm[c]
+    if not body.any():
+        return _Blocks(-1, -1, -1, -1, end)
+    first = int(mine[np.argmax(body)])
+    norms = kernels[(kernels < first) & roles.norm[codes[kernels]]]
+    boundary = int(norms[-1]) if len(norms) else start
+    tail = kernels[kernels > boundary]
+    t = codes[tail]
+    ends = np.flatnonzero(roles.norm[t] & (np.cumsum(roles.gemm[t]) > 0) & ~roles.gemm[t])
+    mlp_end = int(tail[ends[0]]) if len(ends) else end
+    return _Blocks(boundary, boundary, boundary, boundary, mlp_end)
 
 
 def _first_layer_start(codes: np.ndarray, kernels: np.ndarray, first: _Blocks, lm: LayerMap, roles: NameRoles) -> int:

@@ -14,7 +14,9 @@ How (``map_layers``):
    layer. Names that agree with most others (no layer's launches start before the previous
    layer's end) form the skeleton; a name that disagrees is a coincidence of counts and is
    dropped. Kernels launched ``m × n_k`` times join if they fit the skeleton in kind ``k``'s
-   layers — which is the kind cross-check (``KindCheck``).
+   layers — which is the kind cross-check (``KindCheck``). Where no name runs in every layer
+   (single-block layers in graph replay: each layer's norm is fused under another name), the
+   kinds' own kernels are the skeleton (``_kind_skeleton``).
 3. Each layer then owns the span from its first to its last placed launch. The unplaced ops
    between two spans (the next layer's input norm, a dense layer's MLP, ...) are split
    like the layers of the same kind split them: a layer's prologue (ops before its first
@@ -109,10 +111,16 @@ def map_layers(codes: np.ndarray, structural: np.ndarray, layer_kinds: tuple[str
     by_name = _occurrences(seq)
     skeleton = _skeleton([p for p in _candidates(by_name, targets, "*")
                           if p.pos[-1] - p.pos[0] >= MIN_SPAN * len(seq)])
-    if not skeleton:
-        return failed_map(n_ops, n_layers, f"no kernel runs once (or 2-{MAX_MULT} times) in each of the "
-                                           f"{n_layers} layers of this step")
-    lo, hi = _spans(skeleton, n_layers)
+    if skeleton:
+        lo, hi = _spans(skeleton, n_layers)
+        clocks = len(skeleton)
+    else:
+        kind_clocks = _kind_skeleton(by_name, targets, layer_kinds, len(seq))
+        if not kind_clocks:
+            return failed_map(n_ops, n_layers, f"no kernel runs once (or 2-{MAX_MULT} times) in each of the "
+                                               f"{n_layers} layers of this step, nor in each layer of every kind")
+        lo, hi = _spans(kind_clocks, n_layers)
+        clocks = len(kind_clocks)
     lo, hi, check = _check_kinds(by_name, targets, layer_kinds, lo, hi, names)
     starts_s, end_s = _cut(lo, hi, layer_kinds, len(seq))
     like = _like_layers(np.diff(np.append(starts_s, end_s)), layer_kinds)
@@ -128,7 +136,7 @@ def map_layers(codes: np.ndarray, structural: np.ndarray, layer_kinds: tuple[str
     first_struct = struct_before[np.minimum(starts, n_ops - 1)] if n_ops else starts
     first_struct = np.where(starts >= n_ops, len(seq), first_struct)
     op_slot = np.where(op_layer >= 0, struct_before - first_struct[np.maximum(op_layer, 0)], 0).astype(np.int32)
-    return LayerMap("ok", n_layers, starts.astype(np.int64), end, op_layer, op_slot, clocks=len(skeleton), kinds=check)
+    return LayerMap("ok", n_layers, starts.astype(np.int64), end, op_layer, op_slot, clocks=clocks, kinds=check)
 
 
 def _targets(layer_kinds: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -204,6 +212,84 @@ def _skeleton(cands: list[_Placed]) -> list[_Placed]:
             kept.append(cands[i])
             lo, hi = lo2, hi2
     return kept
+
+
+def _kind_skeleton(by_name: dict[int, np.ndarray], targets: dict[str, np.ndarray], layer_kinds: tuple[str, ...],
+                   n_struct: int) -> list[_Placed]:
+    """Layers placed by each kind's own kernels where no kernel runs in every layer.
+
+    Why: in a layout of single-block layers (Nemotron-H: each layer one norm and one mixer or
+    one MLP/MoE) under graph replay, Inductor fuses each layer's norm into the compiled piece
+    around it under a name of that piece, so no kernel name repeats once per layer; but each
+    kind's mixer (mamba's convolution and scan, attention's core, the MoE routing) runs once
+    in each layer of its kind. Kernels launched ``m x n_k`` times place themselves in kind
+    ``k``'s layers; they are kept greedily while the layers stay in order (counting only the
+    layers each name places), one reading per name: first the readings that place the most
+    layers, then those that agree with most others. A reading that places one layer orders
+    nothing by itself (a kind of one layer matches every kernel launched once, and any kernel
+    read as m launches in one layer agrees with every reading that leaves that layer alone),
+    so it only fills a layer the others left between two placed ones (never the first or last
+    layer, where the step's metadata and sampling kernels run once too). Every layer must be
+    placed and the kept names must spread over the model's body (``MIN_SPAN``), else there is
+    no skeleton."""
+    n_layers = len(layer_kinds)
+    if len(set(layer_kinds)) < 2:
+        return []
+    cands = [c for kind in dict.fromkeys(layer_kinds) for c in _candidates(by_name, targets, kind)]
+    if not cands:
+        return []
+    lo = np.full((len(cands), n_layers), np.iinfo(np.int64).max)
+    hi = np.full((len(cands), n_layers), -1, dtype=np.int64)
+    for row, c in enumerate(cands):  # launches are in order, m per layer: first and last of each
+        m = len(c.pos) // len(targets[c.target])
+        lo[row, c.layer[::m]] = c.pos[::m]
+        hi[row, c.layer[m - 1::m]] = c.pos[m - 1::m]
+    good = _in_order(lo, hi)
+    cands, lo, hi = [c for c, g in zip(cands, good.tolist()) if g], lo[good], hi[good]
+    if not cands:
+        return []
+    votes = _votes(lo, hi)
+    placed = (hi >= 0).sum(axis=1)
+    kept: list[_Placed] = []
+    codes: set[int] = set()
+    k_lo = np.full(n_layers, np.iinfo(np.int64).max)
+    k_hi = np.full(n_layers, -1, dtype=np.int64)
+    for i in np.lexsort((-votes, -placed)).tolist():
+        if cands[i].code in codes:
+            continue
+        if placed[i] == 1:
+            ell = int(cands[i].layer[0])
+            if not ((k_hi[:ell] >= 0).any() and (k_hi[ell + 1:] >= 0).any()):
+                continue
+        lo2, hi2 = np.minimum(k_lo, lo[i]), np.maximum(k_hi, hi[i])
+        if _in_order(lo2[None, :], hi2[None, :])[0]:
+            kept.append(cands[i])
+            codes.add(cands[i].code)
+            k_lo, k_hi = lo2, hi2
+    if not kept or (k_hi < 0).any() or k_hi.max() - k_lo.min() < MIN_SPAN * n_struct:
+        return []
+    return kept
+
+
+def _votes(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each reading (row of layer spans), how many other readings keep the layers in order
+    together with it; pairs in blocks of bounded memory."""
+    votes = np.zeros(len(lo), dtype=np.int64)
+    rows = max(1, 4_000_000 // (len(lo) * lo.shape[1]))
+    for a in range(0, len(lo), rows):
+        pair_lo = np.minimum(lo[a:a + rows, None, :], lo[None, :, :])
+        pair_hi = np.maximum(hi[a:a + rows, None, :], hi[None, :, :])
+        votes[a:a + rows] = _in_order(pair_lo, pair_hi).sum(axis=1) - 1
+    return votes
+
+
+def _in_order(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per row of layer spans (layers on the last axis; a layer no name placed has hi = -1):
+    whether every placed layer's first op comes after the last op of every placed layer
+    before it."""
+    before = np.full(hi.shape, -1, dtype=hi.dtype)
+    before[..., 1:] = np.maximum.accumulate(hi, axis=-1)[..., :-1]
+    return np.all((hi < 0) | (lo > before), axis=-1)
 
 
 def _fits(cand: _Placed, lo: np.ndarray, hi: np.ndarray) -> bool:
