@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from copyprof.analysis.results import PerStep, RunReport, Setup
-from copyprof.models.layout import kind_label
+from copyprof.models.layout import MLP_ONLY_KINDS, kind_label
 from copyprof.render.headline import plural
 from copyprof.vocabulary import CandidateForm
 
@@ -53,6 +53,8 @@ def census_table(run: RunReport) -> TableData:
         return [label, "–" if none else shown, f"≥ {ms_text}" if floor and not none and ms is not None else ms_text]
 
     for k in kinds:
+        if k in MLP_ONLY_KINDS and not ps.post_proj[k]:  # a layer of one MLP or MoE block has no attention projection
+            continue
         t.rows.append(row(f"post-projection, {kind_label(k)} layers", ps.post_proj[k], ps.post_proj_ms[k]))
     if kinds:
         t.rows.append(row("post-projection, total", ps.post_proj["total"], ps.post_proj_ms["total"]))
@@ -111,6 +113,8 @@ def estimate_table(run: RunReport) -> TableData:
     t = TableData("estimate", "Direct-return patch: removable cost per step",
                   ["scope", "copies removed", "removable ms (p10–p90)", "with dispatch gap", "share of step", "step with patch"])
     for e in run.estimate:
+        if e.scope in MLP_ONLY_KINDS and not e.removed_per_step:  # no attention projection to return there
+            continue
         rng = f"{fmt_ms(e.removable_ms)} ({fmt_ms(e.removable_p10_ms)}–{fmt_ms(e.removable_p90_ms)})"
         t.rows.append([_scope_label(e.scope, run), e.removed_per_step, rng,
                        fmt_ms(e.removable_with_gap_ms), fmt_pct(e.removable_pct), fmt_ms(e.period_with_patch_ms)])
