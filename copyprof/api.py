@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from copyprof.analysis.results import Comparison, RunReport
+from copyprof.analysis.ab.results import Comparison
+from copyprof.analysis.results import RunReport
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace
 from copyprof.models.layout import ModelLayout

@@ -8,7 +8,8 @@ import sys
 import click
 import msgspec
 
-from copyprof.analysis.results import Comparison, RunReport, encode
+from copyprof.analysis.ab.results import Comparison
+from copyprof.analysis.results import RunReport, encode
 from copyprof.cli.arms import ArmPaths, ArmsCommand, resolve_arms
 from copyprof.rundir.model import resolve_layout
 from copyprof.errors import CopyprofError

@@ -39,9 +39,9 @@ from copyprof.analysis.ab.sites import (
     site_changes,
 )
 from copyprof.analysis.ab.measures import best, launch_bound_note, measure_of, timing_comparison
-from copyprof.analysis.results import (AaSummary, ArmCounts, ClientComparison, Comparison, Estimates, GpuBound,
-                                      GpuSpanComparison, GroupChange, Measure,
-                                      PerArm, RunReport, RunsPerArm, TimingSummary, known)
+from copyprof.analysis.ab.results import (AaSummary, ArmCounts, ClientComparison, Comparison, Estimates, GpuBound,
+                                          GpuSpanComparison, GroupChange, Measure, PerArm, RunsPerArm)
+from copyprof.analysis.results import RunReport, TimingSummary, known
 from copyprof.analysis.setup import mismatches
 from copyprof.stats.shift import ShiftResult, robust_noise, shift_estimate
 from copyprof.analysis.ab.verdict import estimator_check
