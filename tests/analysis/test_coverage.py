@@ -36,7 +36,7 @@ import numpy as np
 import pytest
 from scipy import signal
 
-from copyprof.stats import shift as S
+from copyprof.stats import ranks as R
 from copyprof.analysis.ab.units import within_process
 from copyprof.stats.shift import shift_estimate
 
@@ -150,9 +150,9 @@ def test_paired_interval_coverage_despite_drift(monkeypatch: pytest.MonkeyPatch,
     lowered to 50 (above 400 pairs each replication costs ~2.5 ms of Walsh averages, and the
     approximation only improves with n)."""
     if exact_limit is not None:
-        monkeypatch.setattr(S, "_EXACT_SR_MAX", exact_limit)
-        S._depth.cache_clear()  # depths are cached per (n, alpha, paired)
-        S._achieved_alpha.cache_clear()
+        monkeypatch.setattr(R, "_EXACT_SR_MAX", exact_limit)
+        R.depth.cache_clear()  # depths are cached per (n, alpha, paired)
+        R.achieved_alpha.cache_clear()
     rng = np.random.default_rng(seed)
     delta = 0.05
     drift = np.cumsum(rng.normal(0, 0.05, (REPS, pairs)), axis=1)
@@ -161,8 +161,8 @@ def test_paired_interval_coverage_despite_drift(monkeypatch: pytest.MonkeyPatch,
     try:
         lo, hi = intervals(list(zip(base, cand)), paired=True)
     finally:
-        S._depth.cache_clear()
-        S._achieved_alpha.cache_clear()
+        R.depth.cache_clear()
+        R.achieved_alpha.cache_clear()
     check(lo, hi, -delta, tail_of_95(signed_rank_cdf(pairs)))
 
 
