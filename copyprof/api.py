@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from copyprof.analysis.results import Comparison, RunReport
+from copyprof.analysis.ab.results import Comparison
+from copyprof.analysis.results import RunReport
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace
 from copyprof.models.layout import ModelLayout
@@ -70,7 +71,8 @@ def compare(baseline: Sequence[RunReport], candidate: Sequence[RunReport], *,
     the candidate removed, what each measure saw with runs as the unit of replication, and the
     verdicts. ``aa``: groups of runs of identical code whose spread is the setup's noise floor.
     A pure function of the reports: nothing is read again."""
-    from copyprof.analysis.ab.compare import Arms, compare_arms
+    from copyprof.analysis.ab.compare import compare_arms
+    from copyprof.analysis.ab.units import Arms
 
     if not baseline or not candidate:
         raise CopyprofError("compare needs at least one run in each arm")

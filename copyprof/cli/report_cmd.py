@@ -8,7 +8,8 @@ import sys
 import click
 import msgspec
 
-from copyprof.analysis.results import Comparison, RunReport, encode
+from copyprof.analysis.ab.results import Comparison
+from copyprof.analysis.results import RunReport, encode
 from copyprof.cli.arms import ArmPaths, ArmsCommand, resolve_arms
 from copyprof.rundir.model import resolve_layout
 from copyprof.errors import CopyprofError
@@ -114,7 +115,8 @@ def report_cmd(runs: tuple[str, ...], baseline: tuple[str, ...], candidate: tupl
     base_runs, cand_runs = [load(p) for p in arms.baseline], [load(p) for p in arms.candidate]
     comparison = None
     if cand_runs:
-        from copyprof.analysis.ab.compare import Arms, compare_arms
+        from copyprof.analysis.ab.compare import compare_arms
+        from copyprof.analysis.ab.units import Arms
 
         aa_runs = [load(p) for p in arms.aa]
         comparison = compare_arms(Arms(base_runs, cand_runs, [aa_runs] if len(aa_runs) >= 2 else [],

@@ -239,7 +239,7 @@ def _run_vllm(common: CommonOptions, tp: int, opts: VllmOptions, ab: AbOptions, 
     """``--engine vllm``: one capture, or the runs of an A/B in their planned order."""
     from copyprof.capture.vllm.command import RunSpec
     from copyprof.capture.vllm.plan import resolve_model, schedule
-    from copyprof.capture.vllm.server import adopt_orphans
+    from copyprof.capture.vllm.process_group import adopt_orphans
 
     assert common.model is not None
     adopt_orphans()  # server processes orphaned by a dying API server are reaped by us, not left as zombies

@@ -106,7 +106,7 @@ def _discover_dir(root: str) -> list[Source]:
 
 
 def _csv_sources(files: list[str], directory: str | None = None) -> list[Source]:
-    from copyprof.readers.rocprofv3_csv import csv_groups
+    from copyprof.readers.rocprofv3_csv_files import csv_groups
 
     if directory is not None:  # a single CSV named by the user: take its siblings too
         wanted = {os.path.abspath(f) for f in files}

@@ -61,7 +61,7 @@ def sniff(path: str) -> str:
         return "kineto"
     first_line = text.split(b"\n", 1)[0]
     from copyprof.readers.rocprof_v1 import is_rocprof_v1_csv
-    from copyprof.readers.rocprofv3_csv import is_rocprofv3_csv
+    from copyprof.readers.rocprofv3_csv_files import is_rocprofv3_csv
 
     if is_rocprofv3_csv(head):
         return "rocprofv3-csv"

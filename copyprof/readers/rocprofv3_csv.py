@@ -10,8 +10,10 @@ kernel_trace with/without ``Stream_Id``, old register columns vs ``LDS_Block_Siz
 and the rocpd2csv variant with a leading ``Guid`` and ``Lds_Block_Size`` casing. ``Grid_Size_*``
 is in work-items; the table wants blocks (grid / workgroup, rounded up).
 
-Rows are assembled into the table by copyprof/readers/rocprof_parts.py, shared with the
-rocprofv3 JSON and rocpd readers so the three agree on every convention.
+Which files are rocprofv3 CSVs, of which domain, and which belong together is
+copyprof/readers/rocprofv3_csv_files.py. Rows are assembled into the table by
+copyprof/readers/rocprof_parts.py, shared with the rocprofv3 JSON and rocpd readers so the
+three agree on every convention.
 """
 from __future__ import annotations
 
@@ -29,10 +31,8 @@ from copyprof.errors import CopyprofError
 from copyprof.events import Trace, TraceMeta
 from copyprof.readers.files import BlockStream, is_gzip
 from copyprof.readers.rocprof_parts import assemble, copy_dir_of, finish_meta, grid_blocks, memcpy_name, part
+from copyprof.readers.rocprofv3_csv_files import FILE_RE, REQUIRED, csv_groups, domain_of, header_fields
 
-DOMAINS = ("kernel_trace", "memory_copy_trace", "hip_api_trace", "marker_api_trace",
-           "regions_trace", "agent_info")
-_FILE_RE = re.compile(r"^(?P<prefix>.*?)(?P<domain>" + "|".join(DOMAINS) + r")\.csv(?:\.gz)?$", re.I)
 _KERNEL_COLS = {"agent_id", "queue_id", "stream_id", "thread_id", "kernel_name", "correlation_id",
                 "start_timestamp", "end_timestamp", "workgroup_size_x", "workgroup_size_y",
                 "workgroup_size_z", "grid_size_x", "grid_size_y", "grid_size_z",
@@ -42,97 +42,7 @@ _COPY_COLS = {"direction", "stream_id", "source_agent_id", "destination_agent_id
 _API_COLS = {"domain", "function", "process_id", "thread_id", "correlation_id",
              "start_timestamp", "end_timestamp"}
 _AGENT_COLS = {"node_id", "logical_node_id", "agent_type", "type", "name", "product_name", "cu_count"}
-_REQUIRED = {"kernel": ("kernel_name", "agent_id", "start_timestamp", "end_timestamp"),
-             "memcpy": ("direction", "start_timestamp", "end_timestamp"),
-             "api": ("domain", "function", "start_timestamp", "end_timestamp"),
-             "agents": ("node_id",)}
 _WANTED = {"kernel": _KERNEL_COLS, "memcpy": _COPY_COLS, "api": _API_COLS, "agents": _AGENT_COLS}
-
-
-# ----------------------------------------------------------------------------- detection
-def _header_fields(head: bytes) -> list[str]:
-    line = head.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff").strip()
-    try:
-        return [f.strip().lower() for f in next(csv.reader([line]))]
-    except (StopIteration, csv.Error):
-        return []
-
-
-def _domain_of(fields: list[str]) -> str | None:
-    s = set(fields)
-    if "kernel_name" in s and ("start_timestamp" in s or "agent_id" in s):
-        return "kernel"
-    if "direction" in s and ("source_agent_id" in s or "start_timestamp" in s):
-        return "memcpy"
-    if {"domain", "function"} <= s and "start_timestamp" in s:
-        return "api"
-    if "node_id" in s and ("agent_type" in s or "cu_count" in s):
-        return "agents"
-    return None
-
-
-def is_rocprofv3_csv(head: bytes) -> bool:
-    """True when the first bytes are a rocprofv3 / rocpd2csv trace CSV header (not agent_info)."""
-    return _domain_of(_header_fields(head)) in ("kernel", "memcpy", "api")
-
-
-# rocprofv3's outputs whose headers can look like a trace's but are not (kernel statistics,
-# counter collection): never sniffed by header.
-_OTHER_OUTPUT_RE = re.compile(r"^(?:.*_)?(?:[a-z_]*stats|counter_collection|summary)\.csv(?:\.gz)?$", re.I)
-_DOMAIN_FILE = {"kernel": "kernel_trace", "memcpy": "memory_copy_trace", "agents": "agent_info"}
-
-
-def domain_by_header(path: str) -> str | None:
-    """The rocprofv3 domain (a DOMAINS name) a CSV holds, from its header and first row, for
-    files whose names do not say it (renamed or hand-collected parts); None when it is none
-    we read (API files of other domains than HIP and markers: HSA, RCCL, ...)."""
-    from copyprof.readers.files import head_bytes
-
-    try:
-        head = head_bytes(path)
-    except OSError:
-        return None
-    fields = _header_fields(head)
-    kind = _domain_of(fields)
-    if kind is None or any(c not in fields for c in _REQUIRED[kind]):
-        return None
-    if kind != "api":
-        return _DOMAIN_FILE[kind]
-    lines = head.split(b"\n", 2)  # hip and marker API files share a header: the first row's Domain tells
-    try:
-        row = next(csv.reader([lines[1].decode("utf-8", "replace")])) if len(lines) > 2 else []
-    except csv.Error:
-        row = []
-    domain = row[fields.index("domain")].strip().upper() if len(row) == len(fields) else ""
-    return "marker_api_trace" if domain.startswith("MARKER") else "hip_api_trace" if domain.startswith("HIP") else None
-
-
-def csv_groups(paths: list[str]) -> list[list[str]]:
-    """Group CSV files (or the CSVs of given directories) by their ``<prefix>_`` (pid, host...).
-
-    Files named otherwise (``kernels.csv``) are recognised by header: those of one directory
-    form one group when no domain repeats among them, else each is a group of its own (which
-    parts belong together cannot be told)."""
-    files: list[str] = []
-    for p in paths:
-        files += [os.path.join(p, f) for f in sorted(os.listdir(p))] if os.path.isdir(p) else [p]
-    groups: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
-    unnamed: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for f in files:
-        name = os.path.basename(f)
-        m = _FILE_RE.match(name)
-        if m:
-            groups[(os.path.dirname(f), m["prefix"])].append((f, m["domain"].lower()))
-        elif name.lower().endswith((".csv", ".csv.gz")) and not _OTHER_OUTPUT_RE.match(name):
-            domain = domain_by_header(f)
-            if domain:
-                unnamed[os.path.dirname(f)].append((f, domain))
-    out = [g for _, g in sorted(groups.items())]
-    for _, parts in sorted(unnamed.items()):
-        domains = [d for _, d in parts]
-        out += [parts] if len(set(domains)) == len(domains) else [[p] for p in parts]
-    ordered = [sorted(g, key=lambda fd: DOMAINS.index(fd[1])) for g in out]
-    return [[f for f, _ in g] for g in ordered if any(d != "agent_info" for _, d in g)]
 
 
 # ----------------------------------------------------------------------------- file loading
@@ -155,15 +65,15 @@ def _load(path: str) -> tuple[pd.DataFrame, str, str | None]:
         if stream.truncated:
             note = f"{name}: {stream.describe_partial()}"
         head = data[:65536]
-    header = _header_fields(head)
+    header = header_fields(head)
     if not any(header):
         raise CopyprofError("file is empty (no CSV header)", path=path)
-    domain = _domain_of(header)
+    domain = domain_of(header)
     if domain is None:
         raise CopyprofError(
             f"not a rocprofv3 CSV: header {','.join(header[:6])}... has none of the "
             "kernel_trace / memory_copy_trace / api_trace / agent_info column sets", path=path)
-    missing = [c for c in _REQUIRED[domain] if c not in header]
+    missing = [c for c in REQUIRED[domain] if c not in header]
     if missing:
         raise CopyprofError(f"header lacks column(s) {', '.join(missing)}", path=path)
     if data is not None and not data.endswith(b"\n"):
@@ -408,7 +318,7 @@ def _api_part(p: str, df: pd.DataFrame, warnings: list[str], pids: set[int]) -> 
 def _metadata(paths: list[str], pids: set[int], stream_fields: set[str]) -> dict[str, Any]:
     """The group's files and folder, its pid (from the ``<pid>_`` prefix, else the one process
     of the API rows), a prefix that is not a pid, and the stream fields used."""
-    prefix = _FILE_RE.match(os.path.basename(paths[0]))
+    prefix = FILE_RE.match(os.path.basename(paths[0]))
     pre = prefix["prefix"].rstrip("_") if prefix else ""
     metadata: dict[str, Any] = {"files": [os.path.basename(p) for p in paths],
                                 "directory": os.path.dirname(os.path.abspath(paths[0]))}

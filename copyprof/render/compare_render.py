@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from copyprof.analysis.results import Comparison
+from copyprof.analysis.ab.results import Comparison
 from copyprof.analysis.wording import VERDICT_CELL
 from copyprof.analysis.wording import fmt_ms as significant
 from copyprof.render.report_tables import TableData

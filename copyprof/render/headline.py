@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 
-from copyprof.analysis.results import Comparison, Measure, RunReport
+from copyprof.analysis.ab.results import Comparison, Measure
+from copyprof.analysis.results import RunReport
 from copyprof.analysis.wording import fmt_ms
 from copyprof.models.layout import kind_label
 from copyprof.vocabulary import GPU_TIME_MEASURES, AttributionStatus, CandidateForm, MeasureName, Role, VerdictKey

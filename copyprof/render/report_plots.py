@@ -5,7 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from copyprof.analysis.results import Comparison, RunReport, Site
+from copyprof.analysis.ab.results import Comparison
+from copyprof.analysis.results import RunReport, Site
 from copyprof.errors import CopyprofError
 from copyprof.models.layout import kind_label
 from copyprof.vocabulary import MeasureName, Role, UNATTRIBUTED_SITE

@@ -17,7 +17,8 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from copyprof.analysis.results import JSON_RUN_KEYS, Comparison, PerStep, RunReport
+from copyprof.analysis.ab.results import Comparison
+from copyprof.analysis.results import JSON_RUN_KEYS, PerStep, RunReport
 from copyprof.analysis.wording import VERDICT_CELL
 from copyprof.analysis.wording import fmt_ms as sig_ms
 from copyprof.render.compare_render import comparison_tables

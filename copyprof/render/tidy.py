@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from copyprof.analysis.results import Comparison, RunReport
+from copyprof.analysis.ab.results import Comparison
+from copyprof.analysis.results import RunReport
 from copyprof.vocabulary import CandidateForm
 
 Row = tuple[str, str, str, Any, str]

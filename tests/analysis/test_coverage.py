@@ -1,11 +1,11 @@
 """Coverage of every interval the report prints, by simulation, against exact expectations.
 
-Which intervals the report prints (analysis/ab/compare.py, replica_timing.py, client_metrics.py):
+Which intervals the report prints (analysis/ab/units.py, replica_timing.py, client_metrics.py):
 * the replica's interleaved timing blocks: the paired Hodges-Lehmann with the Wilcoxon
   signed-rank interval;
 * the Hodges-Lehmann shift with the Moses interval, the library's unpaired interval;
 * step periods and GPU spans of arms from one process: a t interval on batch means
-  (``compare.within_process``), checked here on autocorrelated steps;
+  (``units.within_process``), checked here on autocorrelated steps;
 * anything a boot can move, between separate boots: runs as the unit, simulated in
   test_coverage_runs.py.
 (The BCa bootstrap, ``ci="bootstrap"``, is an API option the report never uses: test_stats.py.)
@@ -36,8 +36,8 @@ import numpy as np
 import pytest
 from scipy import signal
 
-from copyprof.stats import shift as S
-from copyprof.analysis.ab.compare import within_process
+from copyprof.stats import ranks as R
+from copyprof.analysis.ab.units import within_process
 from copyprof.stats.shift import shift_estimate
 
 REPS = 4000
@@ -150,9 +150,9 @@ def test_paired_interval_coverage_despite_drift(monkeypatch: pytest.MonkeyPatch,
     lowered to 50 (above 400 pairs each replication costs ~2.5 ms of Walsh averages, and the
     approximation only improves with n)."""
     if exact_limit is not None:
-        monkeypatch.setattr(S, "_EXACT_SR_MAX", exact_limit)
-        S._depth.cache_clear()  # depths are cached per (n, alpha, paired)
-        S._achieved_alpha.cache_clear()
+        monkeypatch.setattr(R, "_EXACT_SR_MAX", exact_limit)
+        R.depth.cache_clear()  # depths are cached per (n, alpha, paired)
+        R.achieved_alpha.cache_clear()
     rng = np.random.default_rng(seed)
     delta = 0.05
     drift = np.cumsum(rng.normal(0, 0.05, (REPS, pairs)), axis=1)
@@ -161,8 +161,8 @@ def test_paired_interval_coverage_despite_drift(monkeypatch: pytest.MonkeyPatch,
     try:
         lo, hi = intervals(list(zip(base, cand)), paired=True)
     finally:
-        S._depth.cache_clear()
-        S._achieved_alpha.cache_clear()
+        R.depth.cache_clear()
+        R.achieved_alpha.cache_clear()
     check(lo, hi, -delta, tail_of_95(signed_rank_cdf(pairs)))
 
 
@@ -191,10 +191,10 @@ def test_iid_interval_fails_on_autocorrelated_steps() -> None:
 
 @pytest.mark.parametrize(("phi", "steps"), [(0.5, 200), (0.8, 400)])
 def test_report_batched_interval_coverage_on_autocorrelated_steps(phi: float, steps: int) -> None:
-    """The report's own path (compare.within_process picks the batch length from the series): batch means
+    """The report's own path (units.within_process picks the batch length from the series): batch means
     are only nearly independent, so an approximate method's band: coverage 93-97 %, each tail
     1-4 %. Batches of one correlation time covered 86-89 % here (the defect this test found);
-    compare.BATCH_TAUS says what longer batches give."""
+    units.BATCH_TAUS says what longer batches give."""
     rng = np.random.default_rng(33)
     delta, reps = 0.05, 2000
     base, cand = MU + ar1(rng, (reps, steps), phi), MU - delta + ar1(rng, (reps, steps), phi)

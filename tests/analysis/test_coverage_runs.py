@@ -3,7 +3,7 @@
 The model: each run (one server boot) has its own level, ``u ~ N(0, sd_between)``, on which its
 decode steps vary as an AR(1) series (consecutive steps drift together); a run's value is the
 median of its steps. The candidate arm is the baseline shifted by ``delta``. The report's own
-code computes every interval (``compare.run_level`` for boots, ``compare.within_process``
+code computes every interval (``units.run_level`` for boots, ``units.within_process``
 for arms of one process); 2,000+ replications per case, coverage and each tail checked.
 
 Expected: the runs-as-unit pooled t interval is exact for normal run values (the step median of
@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from copyprof.analysis.ab.compare import Arms, run_level, within_process
+from copyprof.analysis.ab.units import Arms, run_level, within_process
 from tests.analysis.test_coverage import ar1
 
 REPS = 2000

@@ -159,7 +159,7 @@ def test_an_ab_of_launch_bound_arms_does_not_rest_on_the_step_period(tmp_path):
 
 def test_best_passes_over_a_step_period_that_measures_the_profiler():
     from copyprof.analysis.ab.measures import best
-    from copyprof.analysis.results import Measure
+    from copyprof.analysis.ab.results import Measure
 
     def m(name: str, mde: float) -> Measure:
         return Measure(name=name, unit="steps", measured_ms=0.1, ci95_ms=[0.0, 0.2], mde_ms=mde, n_baseline=9,

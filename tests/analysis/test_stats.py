@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from copyprof.stats import ranks as R
 from copyprof.stats import shift as S
 from copyprof.stats.shift import (
     minimum_detectable_effect,
@@ -65,7 +66,7 @@ def test_hodges_lehmann_equals_brute_force_in_both_code_paths(monkeypatch: pytes
     r = shift_estimate(b, c)
     assert r.estimate_ms == pytest.approx(hl2, abs=1e-12)
     assert shift_estimate(b[:24], c, paired=True).estimate_ms == pytest.approx(float(np.median(walsh)), abs=1e-12)
-    monkeypatch.setattr(S, "_MATERIALISE_MAX", 0)
+    monkeypatch.setattr(R, "_MATERIALISE_MAX", 0)
     rb = shift_estimate(b, c)
     assert rb.estimate_ms == pytest.approx(hl2, abs=1e-9)
     assert rb.ci95_ms == pytest.approx(r.ci95_ms, abs=1e-9)
@@ -76,11 +77,11 @@ def test_rank_interval_depths_match_published_tables() -> None:
     """Critical values from standard tables (two-sided 0.05): Mann-Whitney 8 vs 8 -> U <= 13, so
     the Moses interval drops 13 differences per tail (depth 14); signed rank n=6 -> T <= 0 (depth 1),
     n=8 -> T <= 3 (depth 4); n=5 cannot reject at all (depth 0, infinite interval)."""
-    assert S._depth(8, 8, 0.05, False) == 14
-    assert S._depth(6, 6, 0.05, True) == 1
-    assert S._depth(8, 8, 0.05, True) == 4
-    assert S._depth(5, 5, 0.05, True) == 0
-    assert S._depth(3, 3, 0.05, False) == 0  # min two-sided p = 2/20 = 0.1
+    assert R.depth(8, 8, 0.05, False) == 14
+    assert R.depth(6, 6, 0.05, True) == 1
+    assert R.depth(8, 8, 0.05, True) == 4
+    assert R.depth(5, 5, 0.05, True) == 0
+    assert R.depth(3, 3, 0.05, False) == 0  # min two-sided p = 2/20 = 0.1
     r = shift_estimate(np.arange(5.0), np.arange(5.0) + 1, paired=True)
     assert r.ci95_ms == (-math.inf, math.inf) and not r.resolved
 
@@ -89,13 +90,13 @@ def test_normal_approximation_agrees_with_exact_distribution_at_the_switch() -> 
     """Above the exact-size limit the depth comes from the normal approximation; at the switch
     points (50 x 50; 400 pairs) it must agree with the exact depth to within a small fraction of
     the statistic's SD (one order statistic; two of 80 200 Walsh averages, SD ~4 600)."""
-    z = S._stats().norm.ppf(0.975)
+    z = R._stats().norm.ppf(0.975)
     mn = 50 * 50
     approx = math.floor(mn / 2 - 0.5 - z * math.sqrt(mn * 101 / 12)) + 1
-    assert abs(S._depth(50, 50, 0.05, False) - approx) <= 1
+    assert abs(R.depth(50, 50, 0.05, False) - approx) <= 1
     top = 400 * 401 // 2
     sr_approx = math.floor(top / 2 - 0.5 - z * math.sqrt(400 * 401 * 801 / 24)) + 1
-    assert abs(S._depth(400, 400, 0.05, True) - sr_approx) <= 2
+    assert abs(R.depth(400, 400, 0.05, True) - sr_approx) <= 2
 
 
 def test_sign_conventions_and_json() -> None:
@@ -118,7 +119,7 @@ def test_robust_noise_ignores_ten_x_outliers() -> None:
     (the plain SD would grow ~40x); it equals scipy's median_abs_deviation(scale="normal")."""
     rng = np.random.default_rng(3)
     x = outliers(rng, 5000)
-    assert S.robust_noise(x) == pytest.approx(float(S._stats().median_abs_deviation(x, scale="normal")))
+    assert S.robust_noise(x) == pytest.approx(float(R._stats().median_abs_deviation(x, scale="normal")))
     assert S.robust_noise(x) == pytest.approx(SIGMA, rel=0.1)
     assert np.std(x) > 10 * SIGMA
 

@@ -226,7 +226,7 @@ def test_real_vllm_engine_killed_in_the_window(tmp_path: Path, vllm_cpu_python: 
     run.wait_stage("copyprof: profile window", timeout=700)
     time.sleep(1.0)
     pgid = read_run_json(run.run_dir())["server_pgid"]
-    from copyprof.capture.vllm.server import group_members
+    from copyprof.capture.vllm.process_group import group_members
 
     members = [pid for pid, state, _ in group_members(pgid) or [] if pid != pgid and state != "Z"]
     names = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in members}

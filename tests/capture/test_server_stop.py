@@ -31,7 +31,8 @@ time.sleep(3600)  # the "API server": SIGINT ends it at once (KeyboardInterrupt)
 _DRIVER = r'''
 import json, os, sys, time
 from pathlib import Path
-from copyprof.capture.vllm.server import ServerProcess, adopt_orphans, group_members
+from copyprof.capture.vllm.process_group import adopt_orphans, group_members
+from copyprof.capture.vllm.server import ServerProcess
 adopt_orphans()
 log = Path(sys.argv[1])
 server = ServerProcess([sys.executable, "-c", sys.argv[2]], dict(os.environ), log, 0)

@@ -13,7 +13,8 @@ import pytest
 
 from copyprof.errors import CopyprofError
 from copyprof.events import COLUMNS
-from copyprof.readers.rocprofv3_csv import csv_groups, is_rocprofv3_csv, read_rocprofv3_csv
+from copyprof.readers.rocprofv3_csv import read_rocprofv3_csv
+from copyprof.readers.rocprofv3_csv_files import csv_groups, is_rocprofv3_csv
 
 DATA = Path(__file__).parents[1] / "data" / "rocprofv3"
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from copyprof.readers.discover import discover
-from copyprof.readers.rocprofv3_csv import csv_groups, domain_by_header
+from copyprof.readers.rocprofv3_csv_files import csv_groups, domain_by_header
 from copyprof.reading import read_runs
 
 GEN3 = Path(__file__).parents[1] / "data" / "rocprofv3" / "gen3"

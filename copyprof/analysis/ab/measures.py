@@ -14,7 +14,8 @@ import math
 import msgspec
 
 from copyprof.analysis.ab.verdict import classify, estimator_check, verdict
-from copyprof.analysis.results import EstimatorCheck, Measure, TimingComparison, TimingSummary, known
+from copyprof.analysis.ab.results import EstimatorCheck, Measure, TimingComparison
+from copyprof.analysis.results import TimingSummary, known
 from copyprof.stats.shift import ShiftResult
 from copyprof.vocabulary import GPU_TIME_MEASURES, MeasureName
 

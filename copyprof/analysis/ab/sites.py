@@ -11,7 +11,8 @@ from itertools import combinations
 
 import numpy as np
 
-from copyprof.analysis.results import Candidate, GroupChange, RemovedSite, RunReport, Site, SiteChange
+from copyprof.analysis.ab.results import GroupChange, RemovedSite, SiteChange
+from copyprof.analysis.results import Candidate, RunReport, Site
 from copyprof.models.layout import kind_label
 from copyprof.vocabulary import CandidateForm, GroupStatus, Role, SiteStatus, UNATTRIBUTED_SITE
 

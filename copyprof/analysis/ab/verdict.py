@@ -29,7 +29,7 @@ import math
 
 from copyprof.stats.shift import ShiftResult, json_float
 from copyprof.analysis.wording import VERDICT_PREFIX, fmt_ms
-from copyprof.analysis.results import EstimateCheck, EstimatorCheck
+from copyprof.analysis.ab.results import EstimateCheck, EstimatorCheck
 from copyprof.vocabulary import VerdictKey
 
 ZERO_MS = 1e-9  # estimates below a picosecond are "no change expected"

@@ -14,18 +14,15 @@ and what the server printed while copyprof stopped it in ``stop_log_tail``.
 """
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import platform
 import shutil
 import socket
 import sys
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
@@ -34,12 +31,10 @@ from copyprof.rundir.layout import (
     MODEL_CONFIG,
     STATUS_CAPTURING,
     STATUS_STARTING,
-    failed_status,
     mark_complete,
     new_run_dir,
     update_run_json,
     utc_now_iso,
-    write_error,
     write_run_json,
 )
 from copyprof.rundir.record import (
@@ -61,7 +56,6 @@ from copyprof.capture.vllm.client import (
     Cohort,
     build_prompts,
     completion_body,
-    post_json,
     ran_ahead,
 )
 from copyprof.capture.vllm.command import (
@@ -71,18 +65,16 @@ from copyprof.capture.vllm.command import (
     is_cpu_backend,
     version_notes,
 )
+from copyprof.capture.vllm.failure import failure
 from copyprof.capture.vllm.probe import VllmInfo, kernel_env, probe_vllm
+from copyprof.capture.vllm.progress import Capture, QuietReporter, Reporter, rel_files, window_json, write_metrics
 from copyprof.capture.vllm.server_log import engine_facts
 from copyprof.capture.vllm.server import (
     SERVER_LOG,
     ServerProcess,
-    ctrl_c_hurries,
     free_loopback_port,
-    log_size,
-    log_tail,
 )
 from copyprof.capture.vllm.traces import (
-    describe_usable,
     list_files,
     nsys_export_sqlite,
     nsys_ready,
@@ -91,24 +83,11 @@ from copyprof.capture.vllm.traces import (
     torch_ready,
     wait_complete,
 )
+from copyprof.capture.vllm.watched_post import post_watched
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 
-CLIENT_METRICS = "client_metrics.json"
 HOOK_DIR = Path(__file__).resolve().parent / "rocprof_hook"
-DEAD_ENGINE_STOP_S = 5.0  # a stop's grace per signal once an engine process of the server has died
 COHORT_ATTEMPTS = 3  # a cohort whose requests did not start together is sent again, this many times in all
-
-
-class Reporter(Protocol):
-    def stage(self, name: str) -> None: ...
-    def detail(self, text: str) -> None: ...
-    def info(self, text: str) -> None: ...
-
-
-class QuietReporter:
-    def stage(self, name: str) -> None: ...
-    def detail(self, text: str) -> None: ...
-    def info(self, text: str) -> None: ...
 
 
 @dataclass
@@ -127,23 +106,6 @@ class CaptureOptions:
     ab: AbTag | None = None
 
 
-@dataclass
-class _Capture:
-    """A capture in progress: what its stages share with the failure path that must clean up after them."""
-
-    run_dir: Path
-    rep: Reporter
-    stage_now: str = "starting"
-    server: ServerProcess | None = None
-    cohort: Cohort | None = None
-    trace_dir: Path | None = None
-    window: Window | None = None  # the cohort's attempts, and the window's token counts once it got that far
-
-    def stage(self, name: str) -> None:
-        self.stage_now = name
-        self.rep.stage(name)
-
-
 def _server_env(cmd_env: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ)
     for key, value in cmd_env.items():
@@ -151,67 +113,6 @@ def _server_env(cmd_env: dict[str, str]) -> dict[str, str]:
             value = value + os.pathsep + env["PYTHONPATH"]
         env[key] = value
     return env
-
-
-def _rel_files(run_dir: Path) -> list[str]:
-    return [str(p.relative_to(run_dir)) for p in list_files(run_dir) if p.name != "run.json"]
-
-
-def _write_metrics(run_dir: Path, cohort: Cohort | None, extra: dict[str, Any]) -> None:
-    if cohort is None:
-        return
-    per_request = cohort.metrics()
-    ttfts = [m["ttft_ms"] for m in per_request if m["ttft_ms"] is not None]
-    tpots = [m["tpot_ms"] for m in per_request if m["tpot_ms"] is not None]
-    data = {"unit": "ms", "clock": "time.perf_counter (client side, includes HTTP/SSE latency)",
-            "requests": len(per_request), "ttft_ms_max": max(ttfts) if ttfts else None,
-            "tpot_ms_mean": sum(tpots) / len(tpots) if tpots else None, **extra, "per_request": per_request}
-    path = run_dir / CLIENT_METRICS
-    try:
-        with open(path, "x" if not path.exists() else "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1)
-    except OSError as exc:
-        raise write_error(path, exc) from exc
-
-
-def _window_json(window: Window | None) -> dict[str, Any]:
-    """The window as client_metrics.json holds it, as in run.json ({} before the cohort stage)."""
-    out: dict[str, Any] = msgspec.to_builtins(window) if window is not None else {}
-    return out
-
-
-def _post(server: ServerProcess, path: str, body: dict[str, Any] | None, timeout_s: float,
-          what: str) -> tuple[int, bytes]:
-    """POST to the server, watching it while the answer is awaited; a broken connection is
-    explained by the server's exit when that is the cause.
-
-    Why a watch: a request the engine was handling when it died is never answered (vLLM 0.32
-    keeps the connection open), so a plain blocking POST waited out its whole timeout before
-    anyone looked at the server. The request runs in a thread; every 0.2 s the server and its
-    engine processes are checked, and a death ends the wait with its cause."""
-    answer: list[tuple[int, bytes] | BaseException] = []
-
-    def ask() -> None:
-        try:
-            answer.append(post_json(server.port, path, body, timeout_s))
-        except BaseException as exc:  # handed to the waiting thread, which raises or explains it
-            answer.append(exc)
-
-    asking = threading.Thread(target=ask, name=f"copyprof POST {path}", daemon=True)
-    asking.start()
-    while True:
-        asking.join(0.2)
-        if not asking.is_alive():
-            break
-        server.check_alive(what)
-    got = answer[0]
-    if isinstance(got, (OSError, http.client.HTTPException)):
-        server.check_alive(what, grace_s=2.0)  # the usual cause: the server died; say so, with its log
-        raise CopyprofError(f"POST {path} failed during {what}: {type(got).__name__}: {got}",
-                            exit_code=EXIT_CAPTURE_FAILED) from got
-    if isinstance(got, BaseException):
-        raise got
-    return got
 
 
 def _cohort_started_together(cohort: Cohort, spec: RunSpec, timeout_s: float, server: ServerProcess, attempt: int,
@@ -233,69 +134,6 @@ def _cohort_started_together(cohort: Cohort, spec: RunSpec, timeout_s: float, se
              f"{spec.max_tokens} tokens when the last request got its first token (tokens per request: {counts}); "
              f"the requests did not start together{again}")
     return False
-
-
-def _record_failure(run: _Capture, why: str) -> str | None:
-    """Stop the streams and the server group, then say in run.json what happened and what is usable.
-
-    Every step is best effort and none can abort the others: a further Ctrl-C only makes the
-    server stop escalate sooner (ctrl_c_hurries), and a full disk costs the client metrics or
-    the run.json update, never the stop. Returns why run.json could not be updated, if so.
-    """
-    run_dir, server, cohort = run.run_dir, run.server, run.cohort
-    fields: dict[str, Any] = {"status": failed_status(why), "failed_stage": run.stage_now, "finished": utc_now_iso()}
-    problems: list[str] = []
-    log = run_dir / SERVER_LOG
-    at_failure = log_size(log)  # what the server said until now is the evidence; the stop's noise is apart
-    with ctrl_c_hurries(server.hurry if server is not None else lambda: None) as presses:
-        if cohort is not None:
-            cohort.cancel(join_s=5.0)
-        if server is not None:
-            # With its engine dead the server has nothing left to finish or write (a killed process
-            # writes no trace), and vLLM 0.32's HTTP server then waits for the dead engine's requests
-            # through SIGINT and SIGTERM: do not wait out 30 s for each.
-            grace = DEAD_ENGINE_STOP_S if server.engine_died else 30.0
-            fields["server_stop"] = server.stop(graceful_s=grace, term_s=min(grace, 30.0))
-            fields["server_exit_code"] = server.exit_code
-        if run.window is not None:
-            fields["window"] = run.window
-        fields["vllm_engine"] = engine_facts(log)
-        fields["error_log_tail"] = log_tail(log, end=at_failure)
-        fields["stop_log_tail"] = log_tail(log, start=at_failure)
-        try:
-            _write_metrics(run_dir, cohort, {"window": _window_json(run.window), "partial": True})
-        except CopyprofError as exc:
-            problems.append(str(exc))
-        fields["files"] = _rel_files(run_dir)
-        try:
-            fields["usable"] = describe_usable(run_dir, run.trace_dir)
-        except OSError as exc:  # an unreadable trace folder must not hide the failure being recorded
-            problems.append(f"could not list what is usable: {exc}")
-        if pressed := (server.hurries if server is not None else len(presses)):
-            problems.append(f"Ctrl-C pressed {pressed} more time(s) during cleanup: the server stop was hurried")
-        if problems:
-            fields["cleanup_problems"] = problems
-        try:
-            update_run_json(run_dir, **fields)
-        except CopyprofError as exc:
-            return str(exc)
-    return None
-
-
-def _failure(run: _Capture, exc: BaseException) -> BaseException:
-    """Record ``exc`` in run.json and return the error to raise: one line, exit code 3 once a server ran."""
-    err: BaseException = exc
-    if isinstance(exc, OSError):  # a write or a connection not explained above: still one line, exit 3
-        err = CopyprofError(f"{run.stage_now}: {type(exc).__name__}: {exc}", exit_code=EXIT_CAPTURE_FAILED)
-    why = ("interrupted (Ctrl-C); server stopped, files kept" if isinstance(exc, KeyboardInterrupt)
-           else (str(err).splitlines() or [type(err).__name__])[0])
-    unrecorded = _record_failure(run, why)
-    if isinstance(err, CopyprofError):
-        if err.exit_code != EXIT_CAPTURE_FAILED and run.server is not None:
-            err.exit_code = EXIT_CAPTURE_FAILED
-        if unrecorded and "run.json" not in str(err):
-            err.args = (f"{err}; and run.json could not be updated: {unrecorded}",)
-    return err
 
 
 def _environment(spec: RunSpec, opts: CaptureOptions, rep: Reporter) -> tuple[VllmInfo, list[str], dict[str, Any] | None]:
@@ -354,7 +192,7 @@ def _new_run(spec: RunSpec, opts: CaptureOptions, info: VllmInfo, notes: list[st
     return run_dir
 
 
-def _boot(run: _Capture, spec: RunSpec, opts: CaptureOptions, info: VllmInfo) -> ServerCommand:
+def _boot(run: Capture, spec: RunSpec, opts: CaptureOptions, info: VllmInfo) -> ServerCommand:
     """Start the server in its own process group and wait for ``/health``; run.json says the command,
     the group and the boot time, and ``status: capturing``."""
     port = free_loopback_port()
@@ -377,11 +215,11 @@ def _boot(run: _Capture, spec: RunSpec, opts: CaptureOptions, info: VllmInfo) ->
     return cmd
 
 
-def _warm_up(run: _Capture, prompt: list[int], opts: CaptureOptions) -> None:
+def _warm_up(run: Capture, prompt: list[int], opts: CaptureOptions) -> None:
     """One request that fills the prefix cache, so the cohort's prefills share it."""
     assert run.server is not None
     run.stage("warm-up: one request fills the prefix cache")
-    status, body = _post(run.server, "/v1/completions", completion_body(prompt, 2, stream=False), opts.timeout_s,
+    status, body = post_watched(run.server, "/v1/completions", completion_body(prompt, 2, stream=False), opts.timeout_s,
                          "warm-up")
     if status != 200:
         raise CopyprofError(f"warm-up request failed: HTTP {status}: {body[:300].decode('utf-8', 'replace')}",
@@ -389,7 +227,7 @@ def _warm_up(run: _Capture, prompt: list[int], opts: CaptureOptions) -> None:
     run.server.check_alive("warm-up")
 
 
-def _admit_cohort(run: _Capture, spec: RunSpec, opts: CaptureOptions, prompts: list[list[int]]) -> Cohort:
+def _admit_cohort(run: Capture, spec: RunSpec, opts: CaptureOptions, prompts: list[list[int]]) -> Cohort:
     """The cohort, every stream past its first token and none far ahead (sent again when they did
     not start together, at most COHORT_ATTEMPTS times)."""
     assert run.server is not None
@@ -407,7 +245,7 @@ def _admit_cohort(run: _Capture, spec: RunSpec, opts: CaptureOptions, prompts: l
                         exit_code=EXIT_CAPTURE_FAILED)
 
 
-def _profile_window(run: _Capture, cmd: ServerCommand, spec: RunSpec, opts: CaptureOptions, cohort: Cohort) -> None:
+def _profile_window(run: Capture, cmd: ServerCommand, spec: RunSpec, opts: CaptureOptions, cohort: Cohort) -> None:
     """``/start_profile``, ``steps`` decode steps' worth of tokens on every stream, ``/stop_profile``;
     run.json's ``window`` says the token counts at each point."""
     server = run.server
@@ -416,7 +254,7 @@ def _profile_window(run: _Capture, cmd: ServerCommand, spec: RunSpec, opts: Capt
     run.stage(f"profile window: {spec.steps} decode steps")
     body_req = {"max_iterations": spec.steps} if cmd.window_control == "max_iterations" else None
     t0 = time.monotonic()
-    status, body = _post(server, "/start_profile", body_req, opts.timeout_s, "the profile window")
+    status, body = post_watched(server, "/start_profile", body_req, opts.timeout_s, "the profile window")
     if status != 200:
         server.check_alive("the profile window", grace_s=2.0)  # a 500 is what a dead engine gives: name it
         raise CopyprofError(f"POST /start_profile answered HTTP {status} (404 means vLLM did not get the profiler "
@@ -425,7 +263,7 @@ def _profile_window(run: _Capture, cmd: ServerCommand, spec: RunSpec, opts: Capt
     started = cohort.token_counts()
     cohort.wait_all_tokens([c + spec.window_tokens for c in started], opts.timeout_s,
                            f"{spec.steps} decode steps", check=lambda grace_s=0.0: server.check_alive("the profile window", grace_s))
-    status, body = _post(server, "/stop_profile", None, opts.timeout_s, "the profile window")
+    status, body = post_watched(server, "/stop_profile", None, opts.timeout_s, "the profile window")
     at_stop = cohort.token_counts()
     intact = all(c < spec.max_tokens for c in at_stop) and not any(r.finished for r in cohort.records)
     run.window = Window(control=cmd.window_control, tokens_at_first_token_barrier=at_start,
@@ -438,7 +276,7 @@ def _profile_window(run: _Capture, cmd: ServerCommand, spec: RunSpec, opts: Capt
         run.rep.info("warning: a request finished inside the window; raise --decode-tokens")
 
 
-def _flush_traces(run: _Capture, cmd: ServerCommand, spec: RunSpec, opts: CaptureOptions, cohort: Cohort) -> str:
+def _flush_traces(run: Capture, cmd: ServerCommand, spec: RunSpec, opts: CaptureOptions, cohort: Cohort) -> str:
     """Wait until the profiler's files are complete and stop the server; returns how it stopped.
     torch writes its traces while the server runs; rocprofv3 and nsys write theirs when it exits."""
     server = run.server
@@ -458,17 +296,17 @@ def _flush_traces(run: _Capture, cmd: ServerCommand, spec: RunSpec, opts: Captur
     return how
 
 
-def _complete(run: _Capture, cmd: ServerCommand, cohort: Cohort, server_stop: str) -> None:
+def _complete(run: Capture, cmd: ServerCommand, cohort: Cohort, server_stop: str) -> None:
     """The client metrics, the completeness check of the traces, and ``status: complete``."""
     assert run.server is not None
-    _write_metrics(run.run_dir, cohort, {"window": _window_json(run.window)})
+    write_metrics(run.run_dir, cohort, {"window": window_json(run.window)})
     traces = [str(p.relative_to(run.run_dir)) for p in rank_traces(list_files(cmd.trace_dir))]
     run.stage("completeness check of the trace")
     completeness = check_capture(cmd.trace_dir)
     if completeness.get("message"):
         run.rep.info(f"warning: {completeness['message']}")
     mark_complete(run.run_dir, server_stop=server_stop, server_exit_code=run.server.exit_code, rank_traces=traces,
-                  files=_rel_files(run.run_dir), completeness=completeness,
+                  files=rel_files(run.run_dir), completeness=completeness,
                   vllm_engine=engine_facts(run.run_dir / SERVER_LOG))
 
 
@@ -479,7 +317,7 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
     info, notes, backend = _environment(spec, opts, rep)
     run_dir = _new_run(spec, opts, info, notes, backend)
     rep.info(f"run directory: {run_dir}")
-    run = _Capture(run_dir, rep)
+    run = Capture(run_dir, rep)
     try:
         cmd = _boot(run, spec, opts, info)
         prefix, suffixes = build_prompts(spec.prefix_len, spec.suffix_len, spec.concurrency + 1,
@@ -491,7 +329,7 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
         _complete(run, cmd, cohort, server_stop)
         return run_dir
     except BaseException as exc:
-        err = _failure(run, exc)
+        err = failure(run, exc)
         if err is exc:
             raise
         raise err from exc

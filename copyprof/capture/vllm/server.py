@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from copyprof.capture.vllm.process_group import group_members, stat_fields
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 
 SERVER_LOG = "server.log"
@@ -181,7 +182,7 @@ class ServerProcess:
     def _dead_engine_process(self) -> tuple[int, str] | None:
         """A watched engine process that is gone or a zombie, if any."""
         for pid, title in self.engine_processes.items():
-            fields = _stat_fields(pid)
+            fields = stat_fields(pid)
             if fields is None or fields[0] in (b"Z", b"X"):
                 return pid, title
         return None
@@ -364,52 +365,6 @@ def _sigint_default_in_children() -> Iterator[None]:
 
 def _still_ignored(signum: int, frame: object) -> None:
     """SIGINT while spawning, in a copyprof that ignores it: ignored."""
-
-
-def group_members(pgid: int) -> list[tuple[int, str, int]] | None:
-    """(pid, state, ppid) of every process in group ``pgid``, from /proc; None without /proc."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return None
-    out = []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        fields = _stat_fields(int(entry))
-        if fields is not None and len(fields) > 2 and int(fields[2]) == pgid:
-            out.append((int(entry), fields[0].decode(), int(fields[1])))
-    return out
-
-
-def _stat_fields(pid: int) -> list[bytes] | None:
-    """``/proc/PID/stat`` after the command name (state, ppid, pgrp, ...); None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:  # exited meanwhile
-        return None
-    return data[data.rfind(b")") + 2:].split()  # the command name may hold spaces and parentheses
-
-
-def adopt_orphans() -> bool:
-    """Become the reaper of orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``); True if set.
-
-    Why: when vLLM's API server dies first, its engine and worker processes are reparented.
-    To PID 1 by default, which in many containers never reaps them; adopted by copyprof they
-    are reaped by :meth:`ServerProcess.stop` and the server's process group is really gone.
-    Called by the ``copyprof run`` command (not by library code, which must not change how
-    its host process treats orphans).
-    """
-    if not os.uname().sysname == "Linux":
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # PR_SET_CHILD_SUBREAPER = 36
-    except (OSError, AttributeError):
-        return False
 
 
 def health_ok(port: int, timeout_s: float = 5.0) -> bool:
