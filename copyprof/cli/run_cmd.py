@@ -139,6 +139,8 @@ def _python(path: str | None) -> str:
                                              "Qwen3-Next's copies, 4,608 to 1,048,576 B).")
 @click.option("--timing-blocks", type=int, default=40, help="[replica] interleaved A/B timing blocks (0: none).")
 @click.option("--timing-replays", type=int, default=50, help="[replica] steps per timing block.")
+@click.option("--warmup", type=click.IntRange(min=1), default=3,
+              help="[replica] steps run (and replayed) before the profile window, per arm.")
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
 def run_cmd(vllm_args: tuple[str, ...], **options: Any) -> None:
     """Capture a fixed-cohort, pure-decode profile window into a new run directory.
@@ -215,6 +217,7 @@ class ReplicaOptions:
     eager: bool
     timing_blocks: int
     timing_replays: int
+    warmup: int
     remove: str
     record_shapes: bool
 
@@ -327,7 +330,7 @@ def _run_replica(common: CommonOptions, tp: int, opts: ReplicaOptions, vllm_args
     dirs = run_replica(common.model, tp=tp, concurrency=common.concurrency, device=opts.device, arms=arms,
                        remove=tuple(k.strip() for k in opts.remove.split(",") if k.strip()), steps=common.steps,
                        graph=not opts.eager, timing_blocks=opts.timing_blocks, timing_replays=opts.timing_replays,
-                       out=common.out, record_shapes=opts.record_shapes, with_stack=common.with_stack,
+                       warmup=opts.warmup, out=common.out, record_shapes=opts.record_shapes, with_stack=common.with_stack,
                        label=_label(common.label) if common.label else None, command=list(sys.argv),
                        log=lambda msg: click.echo(f"copyprof: {msg}", err=True))
     for d in dirs:
