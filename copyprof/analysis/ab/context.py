@@ -36,15 +36,13 @@ def gpu_bound(arms: Arms) -> GpuBound | None:
     share = (f"{100 * top:.0f} %" if b is None or c is None or round(100 * b) == round(100 * c)
              else f"{100 * b:.0f} % / {100 * c:.0f} %")
     if top >= GPU_BOUND_FROM:
-        bound, msg = True, (f"the GPU is busy {share} of each step: the step is GPU-bound, so a GPU saving "
-                            "shortens the step about as much")
+        bound, means = True, "the step is GPU-bound, so a GPU saving shortens the step about as much"
     elif top < HOST_BOUND_BELOW:
-        bound, msg = False, (f"the GPU is busy {share} of each step: the host sets the step's pace, so a GPU "
-                             "saving shortens the step only once the GPU is the bottleneck (larger cohort, "
-                             "larger TP shards, real weights)")
+        bound, means = False, ("the host sets the step's pace, so a GPU saving shortens the step only once the GPU "
+                               "is the bottleneck (larger cohort, larger TP shards, real weights)")
     else:
-        bound, msg = False, (f"the GPU is busy {share} of each step: part of a GPU saving may reach the step, "
-                             "as far as the GPU sets its pace")
+        bound, means = False, "part of a GPU saving may reach the step, as far as the GPU sets its pace"
+    msg = f"the GPU is busy {share} of each step: {means}"
     return GpuBound(busy_fraction=PerArm(baseline=known(b), candidate=known(c)), gpu_bound=bound, message=msg)
 
 

@@ -8,8 +8,9 @@ The unit of replication decides each interval (``replication``):
 
 * ``boots`` — the arms are separate vLLM server boots (run.json says vLLM). A boot moves the
   step time by more than the steps inside it vary (0.5 ms between two boots of identical code
-  on the H200, five to ten times the within-run noise), so step period, GPU span and client
-  TPOT are compared on one value per run (its median), with the between-run spread pooled over
+  on the H200, five to ten times the within-run noise), so every measure — GPU busy time,
+  graph-replay span, step period, GPU span, client TPOT — is compared on one value per run
+  (its median), with the between-run spread pooled over
   the arms and any A/A given (copyprof/stats/between_runs.py). One run per arm and no A/A: the
   between-run variation is unmeasured and none of these is resolved.
 * ``one-process`` — the replica engine's arms, captured in one process: steps are the unit, on

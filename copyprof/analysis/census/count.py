@@ -88,7 +88,9 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     # A copy's dispatch gap is GPU time its removal frees only where a graph replay runs the
     # next node right after it; an eager copy's gap is host launch time, a copy issued before
     # a graph launch waits for the launch.
-    replayed = graph_replayed(events, ops.c_row) if ops.c_row is not None else np.zeros(n, dtype=bool)
+    assert ops.o_row is not None
+    op_replayed = graph_replayed(events, ops.o_row)  # one lookup for every op: the GPU time and the copies read it
+    replayed = op_replayed[ops.c_pos]
     freed_gap = np.where(replayed, ops.c_gap, 0)
     for k, step_id in enumerate(step_ids.tolist()):
         c0, c1 = int(copy_bounds[k]), int(copy_bounds[k + 1])
@@ -100,17 +102,13 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     pos = np.zeros(n, dtype=np.int64)
     for k in range(len(step_ids)):
         pos[copy_bounds[k]:copy_bounds[k + 1]] = np.arange(copy_bounds[k + 1] - copy_bounds[k])
-    copies = _copies_frame(events, ops, pos, c_bytes, c_src, role, layer, slot, place, layout)
+    copies = _copies_frame(events, ops, pos, c_bytes, c_src, role, layer, slot, place, layout, replayed)
     _add_sources(copies, found)
     _add_evidence(copies, evidence, role)
     ps = pd.DataFrame(per_step)
     if not ps.empty:
-        ps = ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left")
-        assert ops.o_row is not None
-        busy, replay = gpu_time_per_step(events["start_ns"].to_numpy(), events["dur_ns"].to_numpy(), ops.o_row,
-                                         ops.op_first, graph_replayed(events, ops.o_row))
-        at = pd.Index(step_ids).get_indexer(ps["step"].to_numpy())
-        ps["busy_ns"], ps["replay_ns"] = busy[at], replay[at]
+        ps = _with_gpu_time(ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left"), events, ops,
+                            op_replayed)
     census = Census(copies=copies, per_step=ps, kinds=kinds, op_rows=ops.o_row, op_steps=ops.step_ids,
                     op_first=ops.op_first)
     if keep_layers and layout is not None:
@@ -121,6 +119,16 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
         census.notes.append("attribution to layers needs a model layout (--model)")
         census.notes += _trace_alone(copies, len(table))
     return census
+
+
+def _with_gpu_time(ps: pd.DataFrame, events: pd.DataFrame, ops: StepOps, replayed: np.ndarray) -> pd.DataFrame:
+    """The per-step figures with each step's GPU busy time and graph-replay span (steps/gpu_time.py)."""
+    assert ops.o_row is not None
+    busy, replay = gpu_time_per_step(events["start_ns"].to_numpy(), events["dur_ns"].to_numpy(), ops.o_row,
+                                     ops.op_first, replayed)
+    at = pd.Index(ops.step_ids).get_indexer(ps["step"].to_numpy())
+    ps["busy_ns"], ps["replay_ns"] = busy[at], replay[at]
+    return ps
 
 
 def _signatures(ops: StepOps, op_bounds: np.ndarray) -> dict[bytes, list[int]]:
@@ -201,7 +209,8 @@ def _sites(role: np.ndarray, layer: np.ndarray, layout: ModelLayout | None) -> n
 
 
 def _copies_frame(events: pd.DataFrame, ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray, role: np.ndarray,
-                  layer: np.ndarray, slot: np.ndarray, place: np.ndarray, layout: ModelLayout | None) -> pd.DataFrame:
+                  layer: np.ndarray, slot: np.ndarray, place: np.ndarray, layout: ModelLayout | None,
+                  in_graph: np.ndarray) -> pd.DataFrame:
     kinds = np.asarray(layout.layer_kinds if layout is not None else (), dtype=object)
     kind = np.full(len(role), "", dtype=object)
     if len(kinds):
@@ -217,7 +226,7 @@ def _copies_frame(events: pd.DataFrame, ops: StepOps, pos: np.ndarray, nbytes: n
         "row": ops.c_row if ops.c_row is not None else np.full(len(role), -1),
     })
     frame["graph_id"], frame["graph_node"] = _graph_nodes(events, ops.c_row, len(frame))
-    frame["in_graph"] = graph_replayed(events, ops.c_row) if ops.c_row is not None else np.zeros(len(frame), dtype=bool)
+    frame["in_graph"] = in_graph
     return frame[COPY_COLUMNS + ["graph_id", "graph_node", "in_graph"]]
 
 
