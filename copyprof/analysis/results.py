@@ -243,6 +243,9 @@ class Setup(Struct):
     captured: str | None = None
     command: str | None = None
     arm: str | None = None
+    # the `copyprof run` invocation whose boots this run is one of (run.json ab.group): boots of
+    # one session ran one after the other on one machine, so an A/B reads its arms within sessions
+    ab_group: str | None = None
     copyprof_version: str | None = None
     model_runner: str | None = None  # vLLM's: "v1" (gpu_model_runner.py) or "v2" (Model Runner V2)
     compilation: str | None = None  # vLLM's compilation mode (VLLM_COMPILE, NONE, ...)

@@ -11,7 +11,7 @@ from typing import Any
 
 from copyprof.analysis.results import Setup
 from copyprof.errors import CopyprofError
-from copyprof.rundir.record import Model, RunRecord, Server, Torch, Vllm, given, record_from_json
+from copyprof.rundir.record import AbTag, Model, RunRecord, Server, Torch, Vllm, given, record_from_json
 
 
 def _run_record(metadata: dict[str, Any]) -> RunRecord:
@@ -86,6 +86,7 @@ def run_setup(metadata: dict[str, Any], *, device: str, tokens: int | None, grap
         captured=_first(given(rec.started), given(rec.finished)),
         command=" ".join(command) if command is not None else None,
         arm=_first(given(rec.arm), given(rec.label)),
+        ab_group=_first((given(rec.ab) or AbTag()).group),
         copyprof_version=given(rec.copyprof_version),
         **_engine(metadata, rec),
     )

@@ -16,6 +16,17 @@ between-run variance (a boot effect plus a step average: tests/analysis/test_cov
 simulates both, with autocorrelated steps). With one run per arm and no A/A, ``df = 0``: the
 between-run variation is not measured and no boot-dependent measure can be resolved; the
 result says how many runs per arm would resolve the estimate where a spread is known.
+
+Sessions as blocks: boots of one `copyprof run --repeat --interleave` follow each other on one
+machine; boots of another such run may land on another machine, whose GPU runs the same kernels
+a fixed fraction faster or slower (the OLMo-hybrid graph A/B: 0.4 % lower GPU busy time in both
+arms on the second machine, 0.0034 ms, half the patch's saving). When the runs come from two or
+more sessions and a session holds both arms, the arm effect is read within sessions — the
+two-way additive model ``y = arm + session (+ one mean per A/A group)`` fitted by least squares,
+the interval a t on its residual (``df = n − arms − sessions − A/A groups + 1``) — so what moves
+a whole session cancels instead of widening the interval, as in a randomised block design. One
+session, or sessions that each hold one arm (the patch and the session cannot be told apart),
+leave the plain pooled t above, and the second case is said.
 """
 from __future__ import annotations
 
@@ -45,6 +56,8 @@ class RunShift:
     runs: dict[str, int]  # runs per arm
     values_ms: dict[str, list[float]]  # each run's value, per arm
     aa_runs: int = 0  # runs of the A/A groups that were pooled in
+    sessions: int = 0  # capture sessions the arm effect was read within (0: not blocked)
+    se_factor: float | None = None  # SE / SD of the saving (√(1/k + 1/m) when not blocked)
 
     @property
     def resolved(self) -> bool:
@@ -55,6 +68,8 @@ class RunShift:
         """Smallest saving this design detects with ``power`` (None without a spread)."""
         if self.sd_between_ms is None or self.df < 1:
             return None
+        if self.se_factor is not None:
+            return (t_quantile(1 - alpha / 2, self.df) + t_quantile(power, self.df)) * self.sd_between_ms * self.se_factor
         k, m = self.runs["baseline"], self.runs["candidate"]
         return mde(self.sd_between_ms, k, m, self.df, alpha=alpha, power=power)
 
@@ -66,7 +81,8 @@ class RunShift:
 
     @property
     def aa_df(self) -> int:
-        return self.df - (self.runs["baseline"] - 1) - (self.runs["candidate"] - 1)
+        blocks = max(self.sessions - 1, 0)  # a session's mean costs a degree of freedom
+        return max(self.df - (self.runs["baseline"] - 1) - (self.runs["candidate"] - 1) + blocks, 0)
 
 
 def t_mde(sd_a: float, sd_b: float, n_a: int, n_b: int, *, alpha: float = 0.05, power: float = 0.8,
@@ -122,3 +138,37 @@ def run_shift(baseline: list[float], candidate: list[float], aa_groups: list[lis
     return RunShift(saving_ms=saving, ci95_ms=ci, sd_between_ms=sd, df=df,
                     runs={"baseline": len(b), "candidate": len(c)},
                     values_ms={"baseline": b.tolist(), "candidate": c.tolist()}, aa_runs=sum(len(g) for g in aa))
+
+
+def blocked_shift(baseline: list[float], candidate: list[float], sessions: tuple[list[str], list[str]],
+                  aa_groups: list[list[float]] | None = None) -> RunShift | None:
+    """The arm effect within capture sessions (module docstring), or None where blocking does not
+    apply: fewer than two sessions, or no session holding both arms, or no residual left."""
+    b_s, c_s = sessions
+    names = sorted(set(b_s) | set(c_s))
+    if len(names) < 2 or not set(b_s) & set(c_s):
+        return None
+    aa = [np.asarray(g, dtype=float) for g in (aa_groups or []) if len(g) >= 2]
+    y = np.concatenate([np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float), *aa])
+    cols = 1 + len(names) + len(aa)
+    x = np.zeros((len(y), cols))
+    x[len(baseline):len(baseline) + len(candidate), 0] = 1.0  # the candidate arm
+    for row, s in enumerate([*b_s, *c_s]):
+        x[row, 1 + names.index(s)] = 1.0
+    row = len(baseline) + len(candidate)
+    for j, g in enumerate(aa):
+        x[row:row + len(g), 1 + len(names) + j] = 1.0
+        row += len(g)
+    df = len(y) - cols
+    if np.linalg.matrix_rank(x) < cols or df < 1:
+        return None
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ coef
+    sd = math.sqrt(float(resid @ resid) / df)
+    factor = math.sqrt(float(np.linalg.inv(x.T @ x)[0, 0]))
+    saving = -float(coef[0])
+    half = t_quantile(0.975, df) * sd * factor
+    return RunShift(saving_ms=saving, ci95_ms=(saving - half, saving + half), sd_between_ms=sd, df=df,
+                    runs={"baseline": len(baseline), "candidate": len(candidate)},
+                    values_ms={"baseline": [float(v) for v in baseline], "candidate": [float(v) for v in candidate]},
+                    aa_runs=sum(len(g) for g in aa), sessions=len(names), se_factor=factor)

@@ -106,6 +106,16 @@ def gpu_ab_jobs() -> list[tuple[str, list[str]]]:
                      "--label-b", f"{eager}-mamba-direct", "--repeat", "3", "--interleave", *COMMON, "--", *MEMORY])]
 
 
+def olmo_round_jobs() -> list[tuple[str, list[str]]]:
+    """One more round of the OLMo-hybrid graph A/B (candidate first, then stock), on the timing
+    phase's settings: with the ABBA group's four boots it makes three boots per arm."""
+    name, n = "olmo-hybrid-8l", 16
+    label = f"{name}-c{n}-graph-round3"
+    return [(label, ["-m", "copyprof", "run", "--model", f"{MODELS}/{name}", "--concurrency", str(n), "--steps", "24",
+                     "--python", DIRECT, "--label", f"{label}-direct", "--python-b", BASE, "--label-b",
+                     f"{label}-baseline", "--repeat", "1", "--interleave", *COMMON, "--", *MEMORY])]
+
+
 def single_mixer_jobs() -> list[tuple[str, list[str]]]:
     """A Nemotron-H shape (one mixer per layer: mamba2, attention, MLP, MoE), graph and eager, at once."""
     name, n = "nemotron-h-10l", 16
@@ -157,10 +167,14 @@ if __name__ == "__main__":
     elif phase == "gpu-ab":
         run(gpu_ab_jobs(), parallel=1, phase=phase, stagger_s=0, limit_s=1500)
         run(single_mixer_jobs(), parallel=2, phase="single-mixer", stagger_s=3, limit_s=600)
+    elif phase == "eager-ab":  # the eager half of gpu_ab_jobs alone (its first capture lost its machine)
+        run(gpu_ab_jobs()[1:], parallel=1, phase=phase, stagger_s=0, limit_s=1500)
+    elif phase == "olmo-round3":  # a third boot per arm of the OLMo graph A/B, alone on the GPU
+        run(olmo_round_jobs(), parallel=1, phase=phase, stagger_s=0, limit_s=900)
     elif phase == "single-mixer":
         run(single_mixer_jobs(), parallel=2, phase=phase, stagger_s=3, limit_s=600)
     elif phase == "list":
-        for label, args in structure_jobs() + timing_jobs() + extra_jobs() + gpu_ab_jobs() + single_mixer_jobs():
+        for label, args in structure_jobs() + timing_jobs() + extra_jobs() + gpu_ab_jobs() + olmo_round_jobs() + single_mixer_jobs():
             print(label, " ".join(args))
     else:
-        raise SystemExit(f"unknown phase {phase!r}: structure, timing, extra, gpu-ab, single-mixer or list")
+        raise SystemExit(f"unknown phase {phase!r}: structure, timing, extra, gpu-ab, eager-ab, olmo-round3, single-mixer or list")

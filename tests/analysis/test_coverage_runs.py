@@ -27,10 +27,11 @@ MU = 5.0  # a decode step of ~5 ms (the H200 corpus)
 
 
 def _runs(rng: np.random.Generator, n_runs: int, steps: int, sd_between: float, phi: float, sd_step: float,
-          shift: float = 0.0) -> list[SimpleNamespace]:
+          shift: float = 0.0, session: str | None = None, offset: float = 0.0) -> list[SimpleNamespace]:
     level = rng.normal(0, sd_between, n_runs)
-    series = MU - shift + level[:, None] + sd_step * ar1(rng, (n_runs, steps), phi)
-    return [SimpleNamespace(step_series={"period_ms": s.tolist()}, tpot_ms=[]) for s in series]
+    series = MU - shift + offset + level[:, None] + sd_step * ar1(rng, (n_runs, steps), phi)
+    return [SimpleNamespace(step_series={"period_ms": s.tolist()}, tpot_ms=[], setup=SimpleNamespace(ab_group=session))
+            for s in series]
 
 
 def _coverage(intervals: np.ndarray, truth: float) -> tuple[float, float]:
@@ -57,6 +58,46 @@ def test_runs_as_unit_interval_covers(runs: int, steps: int, sd_between: float, 
     below, above = _coverage(np.asarray(ci, dtype=float), delta)
     assert 0.935 <= 1 - below - above <= 0.965, (below, above)
     assert 0.015 <= below <= 0.035 and 0.015 <= above <= 0.035, (below, above)
+
+
+@pytest.mark.parametrize(("per_session", "sessions"), [((2, 2), 2), ((2, 1), 2), ((1, 1), 3)])
+def test_sessions_as_blocks_cover_and_cancel_a_machine_offset(per_session: tuple[int, int], sessions: int) -> None:
+    """Runs of several capture sessions (each session one machine, which moves both arms by its
+    own offset, SD 3x the boot-to-boot SD): the interval read within sessions covers near 95 %,
+    and is narrower than the pooled one, which the offsets widen (the OLMo graph A/B: two ABBA
+    boots per arm on one machine, one AB round on another 0.4 % faster). Layouts: 2+2 runs per
+    arm, then 2 per arm and 1 per arm (the corpus's OLMo shape), then three AB rounds."""
+    rng = np.random.default_rng(300 + sessions * 10 + per_session[1])
+    delta, sd_boot, ci, pooled_width = 0.05, 0.03, [], []
+    for _ in range(REPS):
+        base, cand = [], []
+        for j in range(sessions):
+            k = per_session[min(j, 1)]
+            off = float(rng.normal(0, 3 * sd_boot))
+            base += _runs(rng, k, 24, sd_boot, 0.5, 0.01, session=f"s{j}", offset=off)
+            cand += _runs(rng, k, 24, sd_boot, 0.5, 0.01, shift=delta, session=f"s{j}", offset=off)
+        rs = run_level(Arms(base, cand), "period_ms")  # type: ignore[arg-type]
+        assert rs.sessions == sessions
+        ci.append(rs.ci95_ms)
+        for r in base + cand:
+            r.setup.ab_group = None  # the same runs, sessions unknown: pooled
+        lo, hi = run_level(Arms(base, cand), "period_ms").ci95_ms  # type: ignore[arg-type]
+        pooled_width.append(hi - lo)
+    ci_arr = np.asarray(ci, dtype=float)
+    below, above = _coverage(ci_arr, delta)
+    assert 0.935 <= 1 - below - above <= 0.965, (below, above)
+    assert 0.015 <= below <= 0.035 and 0.015 <= above <= 0.035, (below, above)
+    assert np.median(ci_arr[:, 1] - ci_arr[:, 0]) < np.median(pooled_width)
+
+
+def test_sessions_that_each_hold_one_arm_are_not_blocked() -> None:
+    """Baseline from one session, candidate from another: the patch and the session cannot be
+    told apart, so the pooled interval stays and nothing is read within sessions."""
+    rng = np.random.default_rng(5)
+    base = _runs(rng, 2, 24, 0.03, 0.5, 0.01, session="s0")
+    cand = _runs(rng, 2, 24, 0.03, 0.5, 0.01, session="s1")
+    rs = run_level(Arms(base, cand), "period_ms")  # type: ignore[arg-type]
+    assert rs.sessions == 0 and rs.df == 2
 
 
 def test_one_run_per_arm_without_an_aa_has_no_interval() -> None:

@@ -21,6 +21,8 @@ GPU_TRUTH = json.loads((CORPUS / "truth" / "gpu_time.json").read_text())
 ABC = [r for r in RUNS if "jamba-8l-c16-graph-abc" in r["name"]]
 ABBA = [r for r in RUNS if "olmo-hybrid-8l-c16-graph-abba" in r["name"]]
 AA_QWEN = [r for r in RUNS if "qwen3-8l-c24-graph-aa" in r["name"]]
+EAGER_AB = [r for r in RUNS if "jamba-8l-c16-eager-ab" in r["name"]]
+OLMO_ROUND3 = [r for r in RUNS if "olmo-hybrid-8l-c16-graph-round3" in r["name"]]
 
 
 def _report(*args: str) -> dict:
@@ -103,6 +105,44 @@ def test_the_abba_pair_lands_near_its_estimate_and_says_what_two_boots_cannot():
     assert busy["run_values_ms"]["baseline"] == pytest.approx(
         [GPU_TRUTH[r["name"]]["busy_ms"] for r in ABBA if r["arm"] == "baseline"], abs=2e-5)
     assert not busy["resolved"] and busy["runs_needed"] is not None and 2 < busy["runs_needed"] <= 5
+
+
+def test_eager_three_boots_per_arm_resolve_the_mamba_patch_on_busy_time():
+    """Jamba in eager mode, ABBAAB: the patch removes the six post-projection copies in every
+    pair (truth); with no graph there is no replay span and no dispatch gap to win back, and the
+    GPU busy time resolves the saving within 35 % of the kernel estimate (the issue's bar)."""
+    base, cand = [r for r in EAGER_AB if r["arm"] == "baseline"], [r for r in EAGER_AB if r["arm"] == "mamba-direct"]
+    assert len(base) == len(cand) == 3 and len({r["ab_group"] for r in EAGER_AB}) == 1
+    assert all(_removed(truth(b), truth(c)) == {"post-projection": 6} for b, c in zip(base, cand))
+    d = _report("--baseline", *_arm(EAGER_AB, "baseline"), "--candidate", *_arm(EAGER_AB, "mamba-direct"),
+                "--model", model_path(EAGER_AB[0]))
+    cmp = d["comparison"]
+    busy = _measure(cmp, "GPU busy")
+    assert cmp["best_measure"] == "GPU busy" and busy["resolved"] and busy["ci95_ms"][0] > 0
+    assert busy["measured_ms"] == pytest.approx(cmp["estimate_ms"]["kernel"], rel=0.35)
+    assert not any(m["name"] == "graph-replay span" for m in cmp["measures"])
+    assert not any(m["resolved"] for m in cmp["measures"] if m["name"] != "GPU busy")
+    assert busy["sessions"] == 0  # one `copyprof run`: nothing to block on
+
+
+def test_olmo_boots_of_two_sessions_are_read_within_sessions():
+    """The OLMo ABBA's four boots plus one AB round captured later on another machine, whose GPU
+    ran both arms 0.4 % faster (stdlib truth). Pooled, that offset widens the interval past
+    zero; read within sessions (arm + session) it cancels: 3 vs 3 runs resolve the saving, the
+    busy time within 10 % of the kernel estimate, the replay span of the kernel + gap one."""
+    assert len(OLMO_ROUND3) == 2 and len({r["ab_group"] for r in ABBA + OLMO_ROUND3}) == 2
+    offset = [GPU_TRUTH[r["name"]]["busy_ms"] for r in OLMO_ROUND3 if r["arm"] == "baseline"][0] - \
+        max(GPU_TRUTH[r["name"]]["busy_ms"] for r in ABBA if r["arm"] == "baseline")
+    assert offset < -0.003  # the second machine: every baseline boot of the first was slower
+    runs = ABBA + OLMO_ROUND3
+    d = _report("--baseline", *_arm(runs, "baseline"), "--candidate", *_arm(runs, "direct"), "--model", model_path(ABBA[0]))
+    cmp = d["comparison"]
+    busy, replay = _measure(cmp, "GPU busy"), _measure(cmp, "graph-replay span")
+    assert busy["sessions"] == 2 and "within 2 capture sessions" in busy["assumes"]
+    assert busy["n_baseline"] == busy["n_candidate"] == 3
+    assert busy["resolved"] and busy["measured_ms"] == pytest.approx(cmp["estimate_ms"]["kernel"], rel=0.10)
+    assert replay["resolved"] and replay["measured_ms"] == pytest.approx(cmp["estimate_ms"]["kernel_plus_gap"], rel=0.10)
+    assert not _measure(cmp, "step period")["resolved"]
 
 
 @pytest.mark.parametrize("group", ["qwen3 A/A", "jamba baselines"])

@@ -65,6 +65,7 @@ class Measure(Struct):
     between_runs_sd_ms: float | None = None  # the pooled between-run SD (runs as unit), None: not measured
     runs_needed: int | None = None  # runs per arm that would resolve the estimate (runs as unit)
     run_values_ms: dict[str, list[float]] = {}  # each run's value per arm (runs as unit)
+    sessions: int = 0  # capture sessions the arm effect was read within (runs as unit); 0: not blocked
 
 
 class PerArm(Struct):

@@ -29,7 +29,7 @@ import numpy as np
 from copyprof.analysis.ab.measures import measure_of
 from copyprof.analysis.ab.results import Measure
 from copyprof.analysis.results import RunReport, known
-from copyprof.stats.between_runs import RunShift, run_shift
+from copyprof.stats.between_runs import RunShift, blocked_shift, run_shift
 from copyprof.stats.shift import ShiftResult, robust_noise
 from copyprof.stats.within_run import batch_t_shift
 from copyprof.vocabulary import MeasureName, Replication, VerdictKey
@@ -140,13 +140,34 @@ def run_value(run: RunReport, key: str) -> float | None:
 
 
 def run_level(arms: Arms, key: str) -> RunShift | None:
-    """Each run's median of ``key`` (period_ms, span_ms, tpot_ms), compared between the arms."""
-    b = [x for r in arms.baseline if (x := run_value(r, key)) is not None]
-    c = [x for r in arms.candidate if (x := run_value(r, key)) is not None]
+    """Each run's median of ``key`` (period_ms, span_ms, tpot_ms), compared between the arms:
+    within capture sessions where every run names its session and a session holds both arms
+    (copyprof/stats/between_runs.py), else pooled over the runs."""
+    b = [(x, r.setup.ab_group) for r in arms.baseline if (x := run_value(r, key)) is not None]
+    c = [(x, r.setup.ab_group) for r in arms.candidate if (x := run_value(r, key)) is not None]
     if not b or not c:
         return None
     aa = [[x for r in g if (x := run_value(r, key)) is not None] for g in arms.aa]
-    return run_shift(b, c, aa)
+    bv, cv = [x for x, _ in b], [x for x, _ in c]
+    b_s, c_s = [g for _, g in b], [g for _, g in c]
+    if all(b_s) and all(c_s):
+        blocked = blocked_shift(bv, cv, ([str(g) for g in b_s], [str(g) for g in c_s]), aa)
+        if blocked is not None:
+            return blocked
+    return run_shift(bv, cv, aa)
+
+
+def sessions_note(arms: Arms, rs: RunShift) -> str:
+    """What the runs' capture sessions mean for the interval, in words ("" for one session)."""
+    b = {r.setup.ab_group for r in arms.baseline}
+    c = {r.setup.ab_group for r in arms.candidate}
+    if rs.sessions:
+        return (f"; the arm effect read within {rs.sessions} capture sessions (two-way: arm + session), "
+                "so a machine or session that moves both arms cancels")
+    if None not in b | c and len(b | c) > 1 and not b & c:
+        return ("; the arms come from different capture sessions and none holds both: a difference between the "
+                "sessions (machine, clocks) cannot be told from the patch")
+    return ""
 
 
 def expected_saving(name: MeasureName, kernel: float, with_gap: float) -> float:
@@ -168,7 +189,8 @@ def measure_on_unit(arms: Arms, rep: Replication, name: MeasureName, key: str, k
         m = measure_of(name, shift, kernel, with_gap, unit="runs",
                        need=rs.runs_needed(abs(expected)) if expected else None, expected=expected)
         aa = f" and {rs.aa_runs} A/A run(s)" if rs.aa_runs else ""
-        m.assumes = ASSUMES[BOOTS].format(aa=aa)
+        m.assumes = ASSUMES[BOOTS].format(aa=aa) + sessions_note(arms, rs)
+        m.sessions = rs.sessions
         m.between_runs_sd_ms = known(rs.sd_between_ms)
         m.run_values_ms = {k: [float(x) for x in v] for k, v in rs.values_ms.items()}
         m.runs_needed = rs.runs_needed(abs(expected)) if expected else None
