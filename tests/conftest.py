@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -35,6 +36,18 @@ def pytest_configure(config: pytest.Config) -> None:
     if "COPYPROF_CACHE_DIR" not in os.environ:
         config._copyprof_cache = tempfile.mkdtemp(prefix="copyprof-test-cache-")  # type: ignore[attr-defined]
         os.environ["COPYPROF_CACHE_DIR"] = config._copyprof_cache  # type: ignore[attr-defined]
+    restore_interrupt()
+
+
+def restore_interrupt() -> None:
+    """The Ctrl-C tests press Ctrl-C (SIGINT) on the processes they start. A suite started in
+    the background by a script (``cmd &`` without job control, ``nohup``) inherits SIGINT
+    ignored, every child with it, and a Python that starts with SIGINT ignored keeps ignoring
+    it: each Ctrl-C test then watched its run finish untouched (ten failures in one such run).
+    A handler installed here is reset to the default at each child's exec, so the children
+    start as under a terminal."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
