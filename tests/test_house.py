@@ -160,7 +160,8 @@ def test_comments_say_why_not_when() -> None:
     # commit (kineto @ 114171df) is a reason, and stays
     history = re.compile(r"\bissues? #?\d+\b|\bas before\b", re.I)
     files = [*PACKAGE.rglob("*.py"), *(f for f in (REPO / "tests").rglob("*.py") if f.name != "test_house.py"),
-             *(REPO / "benchmarks").rglob("*.py")]
+             *(f for f in (REPO / "benchmarks").rglob("*.py") if "out" not in f.relative_to(REPO / "benchmarks").parts)]
+    # benchmarks/out holds what the benchmarks make (HTA's virtual environment among them): not ours
     hits = [f"{p.relative_to(REPO)}:{i}: {line.strip()[:80]}" for p in files
             for i, line in enumerate(p.read_text().splitlines(), 1) if history.search(line)]
     assert hits == []

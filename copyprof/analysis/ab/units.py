@@ -113,7 +113,9 @@ def as_shift(rs: RunShift) -> ShiftResult:
     return ShiftResult(
         estimate_ms=-rs.saving_ms,
         ci95_ms=(-hi, -lo) if lo is not None and hi is not None else (-math.inf, math.inf),
-        method="difference of the arms' mean run values, pooled-variance t interval (runs as unit)",
+        method=(f"arm effect within {rs.sessions} capture sessions (least squares, arm + session), t interval on "
+                "the residual (runs as unit)" if rs.sessions else
+                "difference of the arms' mean run values, pooled-variance t interval (runs as unit)"),
         n_baseline=len(b), n_candidate=len(c), noise_ms={"baseline": robust_noise(b), "candidate": robust_noise(c)},
         mean_ms={"baseline": float(b.mean()), "candidate": float(c.mean())},
         median_ms={"baseline": float(np.median(b)), "candidate": float(np.median(c))},
