@@ -71,10 +71,16 @@ def build_inputs(src: Path, mb: float, rank_mb: float, ranks: int, tag: str) -> 
     return info
 
 
-def ensure_hta() -> dict[str, str]:
+def hta_python() -> Path:
     """HTA's python: $COPYPROF_BENCH_HTA_PYTHON (an environment made elsewhere, e.g. offline),
-    else benchmarks/out/hta-venv, created with pip on first use."""
-    py = Path(os.environ.get("COPYPROF_BENCH_HTA_PYTHON") or HTA_VENV / "bin" / "python")
+    else benchmarks/out/hta-venv's (``ensure_hta`` makes it)."""
+    return Path(os.environ.get("COPYPROF_BENCH_HTA_PYTHON") or HTA_VENV / "bin" / "python")
+
+
+def ensure_hta() -> dict[str, str]:
+    """HTA's environment (``hta_python``), benchmarks/out/hta-venv created with pip on first use;
+    returns the versions that matter."""
+    py = hta_python()
     if "COPYPROF_BENCH_HTA_PYTHON" in os.environ:
         pass
     elif not py.exists():

@@ -6,7 +6,9 @@ Each size: ``ROUNDS`` rounds of HTA's parse then the report, each a fresh proces
 and of the peak RSS, the medians reported. A least-squares line through the report's median
 seconds and peak MB against the size gives the slope (s/GB, MB/GB) and the intercept (what a
 report costs before the first byte: imports, start-up). The traces come from make_trace.py
-(the H200 replica capture replicated; the same source as bench_parse.py's 1 GB trace).
+(the Kimi-K3 TP8 N=16 graph-replay replica capture replicated: the 1 GB trace the changes'
+alternating benchmarks use; bench_parse.py's is the N=24 one); HTA's environment is
+bench_parse.py's.
 
     python benchmarks/scaling.py [--rounds 3] [--sizes 250,500,1000,2000] [--skip-hta]
 """
@@ -15,25 +17,24 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import REPO, timed  # noqa: E402  (the benchmarks' own runner)
+from bench_parse import OUT, ensure_hta, hta_python  # noqa: E402  (the benchmarks' own helpers)
+from make_trace import build_trace  # noqa: E402
+from measure import REPO, timed  # noqa: E402
 
-OUT = REPO / "benchmarks" / "out"
 SOURCE = sorted((REPO / "traces").glob("replica-kimi-k3-tp8-c16-cuda-graph-baseline-20261130T042336Z/rank0.*.pt.trace.json.gz"))
-HTA_PY = OUT / "hta-venv" / "bin" / "python"
 
 
 def trace_of(mb: int) -> Path:
     path = OUT / f"h200-{mb}mb.json.gz"
     if not path.exists():
-        subprocess.run([sys.executable, str(REPO / "benchmarks" / "make_trace.py"), str(SOURCE[0]), str(path),
-                        "--mb", str(mb)], check=True)
+        OUT.mkdir(exist_ok=True)
+        build_trace(str(SOURCE[0]), str(path), mb)
     return path
 
 
@@ -43,12 +44,14 @@ def main() -> None:
     ap.add_argument("--sizes", default="250,500,1000,2000")
     ap.add_argument("--skip-hta", action="store_true")
     args = ap.parse_args()
+    if not args.skip_hta:
+        ensure_hta()
     rows = []
     for mb in (int(s) for s in args.sizes.split(",")):
         path = trace_of(mb)
         report = [sys.executable, "-m", "copyprof", "report", "--no-cache", "--format", "json", "--model", "kimi-k3",
                   str(path)]
-        hta = [str(HTA_PY), str(REPO / "benchmarks" / "parse_only.py"), "hta", str(path)]
+        hta = [str(hta_python()), str(REPO / "benchmarks" / "parse_only.py"), "hta", str(path)]
         rounds = []
         for _ in range(args.rounds):
             h = None if args.skip_hta else timed(hta, sample=False)

@@ -68,10 +68,8 @@ class RunShift:
         """Smallest saving this design detects with ``power`` (None without a spread)."""
         if self.sd_between_ms is None or self.df < 1:
             return None
-        if self.se_factor is not None:
-            return (t_quantile(1 - alpha / 2, self.df) + t_quantile(power, self.df)) * self.sd_between_ms * self.se_factor
         k, m = self.runs["baseline"], self.runs["candidate"]
-        return mde(self.sd_between_ms, k, m, self.df, alpha=alpha, power=power)
+        return mde(self.sd_between_ms, k, m, self.df, alpha=alpha, power=power, se_factor=self.se_factor)
 
     def runs_needed(self, effect_ms: float) -> int | None:
         """Runs per arm for an MDE at or under ``effect_ms`` (None: no spread or no effect)."""
@@ -99,8 +97,11 @@ def t_mde(sd_a: float, sd_b: float, n_a: int, n_b: int, *, alpha: float = 0.05, 
     return float((t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * math.sqrt(va / n_a + vb / n_b))
 
 
-def mde(sd: float, k: int, m: int, df: int, *, alpha: float = 0.05, power: float = 0.8) -> float:
-    return (t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * sd * math.sqrt(1 / k + 1 / m)
+def mde(sd: float, k: int, m: int, df: int, *, alpha: float = 0.05, power: float = 0.8,
+        se_factor: float | None = None) -> float:
+    """``se_factor``: SE / SD of the saving where it is not √(1/k + 1/m) (arms read within sessions)."""
+    factor = se_factor if se_factor is not None else math.sqrt(1 / k + 1 / m)
+    return (t_quantile(1 - alpha / 2, df) + t_quantile(power, df)) * sd * factor
 
 
 def runs_needed(sd: float, effect_ms: float, *, extra_df: int = 0) -> int:
