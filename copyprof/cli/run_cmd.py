@@ -135,6 +135,9 @@ def _python(path: str | None) -> str:
 @click.option("--remove", "remove", default="", help="[replica] KIND[,KIND]: add a partial arm without those kinds' copies.")
 @click.option("--record-shapes", is_flag=True, help="[replica] record op input shapes (with --with-stack: copy sources).")
 @click.option("--eager", is_flag=True, help="[replica] no CUDA graph.")
+@click.option("--context", type=click.IntRange(min=1), default=None,
+              help="[replica] tokens of context each request's decode step attends over (default 4,096; "
+                   "a CPU smoke run needs far fewer).")
 @click.option("--sizes", default=None, help="[copies] comma-separated byte sizes (default: the sizes of Kimi's and "
                                              "Qwen3-Next's copies, 4,608 to 1,048,576 B).")
 @click.option("--timing-blocks", type=int, default=40, help="[replica] interleaved A/B timing blocks (0: none).")
@@ -220,6 +223,7 @@ class ReplicaOptions:
     warmup: int
     remove: str
     record_shapes: bool
+    context: int | None
 
 
 @dataclass(frozen=True)
@@ -330,7 +334,8 @@ def _run_replica(common: CommonOptions, tp: int, opts: ReplicaOptions, vllm_args
     dirs = run_replica(common.model, tp=tp, concurrency=common.concurrency, device=opts.device, arms=arms,
                        remove=tuple(k.strip() for k in opts.remove.split(",") if k.strip()), steps=common.steps,
                        graph=not opts.eager, timing_blocks=opts.timing_blocks, timing_replays=opts.timing_replays,
-                       warmup=opts.warmup, out=common.out, record_shapes=opts.record_shapes, with_stack=common.with_stack,
+                       warmup=opts.warmup, context=opts.context, out=common.out, record_shapes=opts.record_shapes,
+                       with_stack=common.with_stack,
                        label=_label(common.label) if common.label else None, command=list(sys.argv),
                        log=lambda msg: click.echo(f"copyprof: {msg}", err=True))
     for d in dirs:

@@ -16,12 +16,12 @@ torch = pytest.importorskip("torch")
 @pytest.mark.slow
 def test_replica_cpu_run_then_report(tmp_path):
     # The smallest window and timing that still exercise everything below (several steps, >= 2
-    # timing blocks, the pair's timing.json): each replica step runs the real 4,096-token MLA
-    # context on the CPU, so 3 steps and 2 x 1 timed steps instead of 4 and 4 x 2 halve the test,
-    # and one warm-up step instead of three saves a quarter of the rest.
+    # timing blocks, the pair's timing.json), over a 32-token context: what is counted (copies per
+    # layer) does not depend on the context's length, and a CPU step over the default 4,096 tokens
+    # of MLA context costs seconds.
     proc = run_cli("run", "--engine", "replica", "--model", "kimi-linear-48b-a3b", "--tp", "8",
                    "--concurrency", "4", "--device", "cpu", "--arm", "both", "--steps", "3",
-                   "--timing-blocks", "2", "--timing-replays", "1", "--warmup", "1", "--out", str(tmp_path), check=True)
+                   "--timing-blocks", "2", "--timing-replays", "1", "--warmup", "1", "--context", "32", "--out", str(tmp_path), check=True)
     dirs = [line for line in proc.stdout.splitlines() if line.strip()]
     base = next(d for d in dirs if "-baseline-" in d)
     cand = next(d for d in dirs if "-candidate-" in d)

