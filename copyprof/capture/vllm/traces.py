@@ -3,10 +3,12 @@
 Why: profilers write large files after the window closes — torch's trace handler while the
 server keeps running, rocprofv3 and nsys only when the server process exits — and nothing
 announces "done". A report read from a half-written file is silently wrong, and a server killed
-mid-write loses the capture. So copyprof waits until every trace file is *complete*: its size
-has not changed for a while and, for gzip files, the stream decompresses to its end (the gzip
-trailer's CRC and length check out). Only then is the server stopped (torch) or the run
-declared complete (rocprofv3/nsys).
+mid-write loses the capture. So copyprof waits until every trace file is *complete*. A gzip
+file proves it: the stream decompresses to its end, the trailer's CRC and length check out,
+and its size held over one poll (torch writes the trailer as it closes the file, after every
+byte). Any other file can only be judged by its size not changing for a while (STABLE_S): a
+run with such files waits that long; one of gzip traces alone, the usual torch run, does not.
+Only then is the server stopped (torch) or the run declared complete (rocprofv3/nsys).
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from pathlib import Path
 
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 
-STABLE_S = 3.0
+STABLE_S = 3.0  # how long a file that cannot prove itself whole (not gzip) must keep its size
+POLL_S = 0.5
 
 
 def gzip_complete(path: Path) -> bool:
@@ -55,7 +58,10 @@ def rank_traces(files: list[Path]) -> list[Path]:
 def wait_complete(root: Path, ready: Callable[[list[Path]], bool], what: str, timeout_s: float,
                   check: Callable[[], None] | None = None, stable_s: float = STABLE_S,
                   on_tick: Callable[[str], None] | None = None) -> list[Path]:
-    """Wait until ``ready(files)`` holds and every file under ``root`` is complete; return the files."""
+    """Wait until ``ready(files)`` holds and every file under ``root`` is complete; return the files.
+
+    Complete: unchanged in size and mtime for ``stable_s`` seconds, or, where every file is a
+    gzip, for one poll and then read whole to its trailer."""
     deadline = time.monotonic() + timeout_s
     last: dict[Path, tuple[int, float]] = {}
     stable_since: float | None = None
@@ -66,7 +72,8 @@ def wait_complete(root: Path, ready: Callable[[list[Path]], bool], what: str, ti
         now = time.monotonic()
         if sizes != last:
             last, stable_since = sizes, now
-        if files and ready(files) and stable_since is not None and now - stable_since >= stable_s:
+        hold_s = POLL_S if files and all(f.name.endswith(".gz") for f in files) else stable_s
+        if files and ready(files) and stable_since is not None and now - stable_since >= min(hold_s, stable_s):
             bad = [f for f in files if f.name.endswith(".gz") and verified.get(f) != sizes[f][0]
                    and not gzip_complete(f)]
             for f in files:
@@ -84,7 +91,7 @@ def wait_complete(root: Path, ready: Callable[[list[Path]], bool], what: str, ti
         if on_tick:
             total = sum(s for s, _ in sizes.values())
             on_tick(f"{len(files)} file(s), {total / 1e6:.1f} MB")
-        time.sleep(0.5)
+        time.sleep(POLL_S)
 
 
 def describe_usable(run_dir: Path, trace_dir: Path | None) -> dict[str, object]:
