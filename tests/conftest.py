@@ -42,9 +42,13 @@ def one_thread_per_process() -> None:
     they start, vLLM servers): a torch or OpenBLAS thread pool per process as wide as the machine
     oversubscribes it, and OpenMP's waiting threads spin on cores another process needs. Measured
     on the 2-core VM under load: the CPU replica tests took 39 s and 30 CPU-s with two threads,
-    26 s and 16 CPU-s with one. Set before any worker imports torch; a value the user set wins
-    (vLLM's CPU worker, given none, takes one thread for serving by itself)."""
+    26 s and 16 CPU-s with one. Likewise torch.compile's pool of compile processes (one per core,
+    each importing torch) in the vLLM server of the end-to-end test: with a cold compile cache that
+    test took 90 s and 113 CPU-s, 74 s and 84 CPU-s compiling in the server's own process. Set
+    before any worker imports torch; a value the user set wins (vLLM's CPU worker, given none,
+    takes one thread for serving by itself)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 
 write_bytecode()
