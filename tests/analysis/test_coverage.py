@@ -34,7 +34,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from scipy import signal
 
 from copyprof.stats import ranks as R
 from copyprof.analysis.ab.units import within_process
@@ -62,6 +61,8 @@ def outliers(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
 
 def ar1(rng: np.random.Generator, shape: tuple[int, int], phi: float) -> np.ndarray:
     """Stationary AR(1) noise with marginal SD = SIGMA along each row: drift between steps."""
+    from scipy import signal  # here, not at the top: importing scipy.signal costs every xdist worker 2 s at collection
+
     return signal.lfilter([1.0], [1.0, -phi], rng.normal(0, SIGMA * math.sqrt(1 - phi**2), shape), axis=1)
 
 

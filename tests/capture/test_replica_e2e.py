@@ -10,11 +10,10 @@ import pytest
 
 from tests.conftest import run_cli
 
-torch = pytest.importorskip("torch")
-
 
 @pytest.mark.slow
 def test_replica_cpu_run_then_report(tmp_path):
+    pytest.importorskip("torch")  # here, not at the top: importing torch costs every xdist worker 2.4 s at collection
     # The smallest window and timing that still exercise everything below (several steps, >= 2
     # timing blocks, the pair's timing.json), over a 32-token context: what is counted (copies per
     # layer) does not depend on the context's length, and a CPU step over the default 4,096 tokens
