@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from tests import type_check
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "sample_traces"
 
@@ -66,6 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config._copyprof_cache = tempfile.mkdtemp(prefix="copyprof-test-cache-")  # type: ignore[attr-defined]
         os.environ["COPYPROF_CACHE_DIR"] = config._copyprof_cache  # type: ignore[attr-defined]
     restore_interrupt()
+    type_check.start_in_background(config)
 
 
 def restore_interrupt() -> None:
@@ -88,10 +91,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     other finds it done. ``COPYPROF_TEST_VLLM_CPU=skip`` skips those tests instead.
 
     The order (a stable reorder, the same in every xdist worker) is for the Quick start's two
-    workers on two cores. The type check first: the longest test of the rest (~20 s of one core),
-    last it ended the run alone. The three vLLM tests half way through: by then, about a minute
-    in, the install has finished, and the other half of the tests fills the other worker while
-    one runs the three servers one after another (at three quarters, the other worker ran out of
+    workers on two cores (the type check runs beside them: tests/type_check.py). The three vLLM
+    tests half way through: by then, about a minute in, the install has finished, and the other
+    half of the tests fills the other worker while one runs the three servers one after another (at three quarters, the other worker ran out of
     tests first; at the very end, two servers booted at once and one worker then idled). The
     end-to-end capture goes first among them: it takes longest (vLLM's torch.compile warm-up,
     then two reports). A third worker was tried, to run tests while the fake-server capture
@@ -103,7 +105,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return "vllm_cpu_python" in getattr(item, "fixturenames", ())
 
     vllm = sorted((i for i in items if real(i)), key=lambda i: not i.nodeid.startswith("tests/capture/test_run_e2e"))
-    rest = sorted((i for i in items if not real(i)), key=lambda i: not i.nodeid.startswith("tests/test_types.py"))
+    rest = [i for i in items if not real(i)]
     at = len(rest) // 2
     items[:] = rest[:at] + vllm + rest[at:]
     wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip" and _install is None
@@ -142,6 +144,7 @@ def vllm_cpu_python() -> Path:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    type_check.stop()
     scratch = getattr(config, "_copyprof_cache", None)
     if scratch:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -6,16 +6,12 @@ pyproject's ``test`` extra, since another version reads the same code differentl
 """
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import REPO
+from tests import type_check
 
 
 def test_the_package_type_checks() -> None:
     pytest.importorskip("mypy", reason="mypy is in the test extra: pip install -e '.[test]'")
-    proc = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--config-file",
-                           str(REPO / "pyproject.toml")], capture_output=True, text=True, cwd=REPO, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    code, output = type_check.result()  # started with the run (tests/type_check.py)
+    assert code == 0, output[-8000:]
