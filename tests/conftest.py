@@ -93,8 +93,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     The order (a stable reorder, the same in every xdist worker) is for the Quick start's two
     workers on two cores (the type check runs beside them: tests/type_check.py). The three vLLM
     tests half way through: by then, about a minute in, the install has finished, and the other
-    half of the tests fills the other worker while one runs the three servers one after another (at three quarters, the other worker ran out of
-    tests first; at the very end, two servers booted at once and one worker then idled). The
+    half of the tests fills the other worker while one runs the three servers one after another
+    (at three quarters, the other worker ran out of tests first; at the very end, two servers
+    booted at once and one worker then idled). The
     end-to-end capture goes first among them: it takes longest (vLLM's torch.compile warm-up,
     then two reports). A third worker was tried, to run tests while the fake-server capture
     tests wait on copyprof's timeouts: vLLM servers then ran beside two busy workers, took two

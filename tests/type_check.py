@@ -10,8 +10,10 @@ test.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -46,9 +48,7 @@ def start_in_background(config: pytest.Config) -> None:
     global _started
     if hasattr(config, "workerinput") or OUT_ENV in os.environ or not _asked_for(config):
         return
-    try:
-        import mypy  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("mypy") is None:
         return  # the test says so (importorskip)
     out = tempfile.mkdtemp(prefix="copyprof-type-check-")
     _started = subprocess.Popen([sys.executable, "-c", _WRAPPER, out, *COMMAND], cwd=REPO, start_new_session=True)
@@ -59,8 +59,8 @@ def stop() -> None:
     """At the end of the run: a type check still running (its test deselected or failed early) is stopped."""
     global _started
     if _started is not None:
-        if _started.poll() is None:
-            _started.kill()
+        if _started.poll() is None:  # the wrapper leads its own group, mypy with it
+            os.killpg(_started.pid, signal.SIGKILL)
         _started.wait()
         _started = None
         shutil.rmtree(os.environ.pop(OUT_ENV), ignore_errors=True)

