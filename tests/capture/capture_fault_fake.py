@@ -42,7 +42,7 @@ if FAULT == "boot":
     os._exit(3)
 cfg = json.loads(arg("--profiler-config", "{}"))
 n = int(arg("--max-num-seqs", "1"))
-st = {"profiling": False, "steps": 0, "limit": 0, "stopped": False, "streams": 0}
+st = {"profiling": False, "steps": 0, "limit": 0, "stopped": False, "streams": 0, "sent": {}}
 lock = threading.Lock()
 booted = time.monotonic() + 0.3 + knob("BOOT_S")
 
@@ -105,6 +105,12 @@ class H(BaseHTTPRequestHandler):
                 time.sleep(3600)
             return self._send(500, b'{"error": {"message": "EngineCore encountered an issue."}}')
         if self.path == "/start_profile":
+            # a fake that answers once each stream has sent this many tokens: what the client holds
+            # by the window is then the test's choice, not a race with a possibly starved copyprof
+            until = time.monotonic() + 60
+            while knob("WINDOW_AFTER_TOKENS") and time.monotonic() < until and (
+                    len(st["sent"]) < n or min(st["sent"].values()) < knob("WINDOW_AFTER_TOKENS")):
+                time.sleep(0.01)
             with lock:
                 st["profiling"], st["limit"] = True, (body or {}).get("max_iterations") or 10**9
             return self._send(200)
@@ -126,7 +132,7 @@ class H(BaseHTTPRequestHandler):
         time.sleep(knob("FIRST_TOKEN_S"))
         with lock:
             st["streams"] += 1
-            last = st["streams"] == n
+            me, last = st["streams"], st["streams"] == n
             lag = FAULT == "lag-always" and st["streams"] % n == 0 or FAULT == "lag-once" and last
         if lag:  # the cohort's last request starts late (the first cohort only, or each), the others run ahead
             time.sleep(knob("LAG_S"))
@@ -145,6 +151,7 @@ class H(BaseHTTPRequestHandler):
                     if not st["profiling"] and not st["stopped"] and sent >= body["max_tokens"] - 20:
                         continue
                     sent += 1
+                    st["sent"][me] = sent
                     if st["profiling"] and not st["stopped"] and st["steps"] < st["limit"]:
                         st["steps"] += 1
                     if FAULT == "window" and st["steps"] >= 2:

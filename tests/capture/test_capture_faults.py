@@ -106,8 +106,11 @@ def test_disk_full_while_the_profiler_writes(tmp_path: Path) -> None:
 
 def test_disk_full_for_copyprofs_own_writes(tmp_path: Path) -> None:
     # copyprof itself runs under RLIMIT_FSIZE = 16 KiB (the server lifts it for itself): run.json
-    # (~5 KiB) fits, client_metrics.json (400 tokens x 3 requests of timings) does not.
-    run = Run(tmp_path, "", "--decode-tokens", "400", fsize=16 << 10)
+    # (~5 KiB) fits, client_metrics.json does not: the fake opens the window only once each of
+    # the 3 streams has sent 400 tokens, so the client holds at least 1,200 tokens of timings
+    # however late copyprof is scheduled (a 400-token budget raced a starved copyprof: the
+    # streams could run out before it read the window's starting counts).
+    run = Run(tmp_path, "", fsize=16 << 10, window_after_tokens=400)
     code, err = run.finish()
     assert code == 3 and not own_traceback(err), err
     assert "cannot write client_metrics.json: File too large" in err
