@@ -257,6 +257,22 @@ def test_any_float_text_reads_as_python_reads_it(x, style):
 
 @needs_scanner
 @settings(max_examples=300, deadline=None)
+@given(st.one_of(st.integers(-2**70, 2**70).map(str),
+                 st.sampled_from(["0", "-0", "00", "007", "-01", "1.0", "-0.0", "1e3", "1E3", "-", "1.", "12345678901234567890"])),
+       st.sampled_from(["pid", "tid", "device", "stream", "correlation", "bytes", "grid"]), st.sampled_from(["", " ", "\n  "]))
+def test_any_integer_text_in_an_id_field_is_declined_or_matches(text, field, ws):
+    # Ids are read in one pass when they are plain integers of up to 18 digits; every other
+    # text (longer integers, floats, leading zeros, a lone sign) must end exactly as the
+    # validating path ends it: the Python path's value, or a decline where msgspec fails.
+    value = f"[{text},1,1]" if field == "grid" else text
+    args = f'"{field}":{ws}{value}{ws}' if field not in ("pid", "tid") else '"device":0'
+    top = f'"{field}":{ws}{value}{ws},' if field in ("pid", "tid") else ""
+    data = f'[{{"ph":"X","cat":"kernel","name":"k",{top}"ts":1.5,"dur":2,"args":{{{args}}}}}]'.encode()
+    check(data)
+
+
+@needs_scanner
+@settings(max_examples=300, deadline=None)
 @given(st.text(max_size=40), st.text(max_size=12))
 def test_any_name_or_category_is_declined_or_matches(name, cat):
     doc = [{"ph": "X", "cat": cat or "kernel", "name": name, "pid": 0, "tid": 1, "ts": 1.5, "dur": 2,

@@ -141,6 +141,7 @@ static int read_odd(Cur *c, Tables *t, int field) {
 
 /* An id field: an int64 integer, or -1 and a side-table entry (read_odd). */
 static int read_id(Cur *c, Tables *t, int field, int64_t *out) {
+    if (quick_int(c, out)) return 0;
     const unsigned char *start = c->p;
     unsigned char ch = start < c->end ? *start : 0;
     if (ch == '-' || (ch >= '0' && ch <= '9')) {
@@ -159,6 +160,7 @@ static int read_float(Cur *c, Tables *t, int field, double *out) {
     if (c->p < c->end && *c->p == 'n') return lex_literal(c, "null", 4);
     const unsigned char *s; int is_int;
     if (c->p >= c->end || !(*c->p == '-' || (*c->p >= '0' && *c->p <= '9'))) return read_odd(c, t, field);
+    if (quick_float(c, out)) return 0;
     if (lex_number(c, &s, &is_int) < 0) return -1;
     if (is_int) {  /* msgspec reads an integer, then converts it */
         int64_t v;
