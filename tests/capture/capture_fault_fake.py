@@ -134,8 +134,14 @@ class H(BaseHTTPRequestHandler):
             st["streams"] += 1
             me, last = st["streams"], st["streams"] == n
             lag = FAULT == "lag-always" and st["streams"] % n == 0 or FAULT == "lag-once" and last
-        if lag:  # the cohort's last request starts late (the first cohort only, or each), the others run ahead
-            time.sleep(knob("LAG_S"))
+        if lag:
+            # the cohort's last request (of the first cohort only, or of each) starts once every
+            # other request of its cohort has sent LAG_TOKENS tokens (at most all but the 20 held
+            # before the window): their lead is the test's choice, not a guess at the host's speed
+            want = min(knob("LAG_TOKENS"), body["max_tokens"] - 20)
+            until = time.monotonic() + 60
+            while time.monotonic() < until and any(st["sent"].get(o, 0) < want for o in range(me - n + 1, me)):
+                time.sleep(0.01)
         if FAULT == "cohort" and last:  # the others have a token or two; this one never gets its first
             time.sleep(0.3)
             print("RuntimeError: fake engine death before the window", flush=True)

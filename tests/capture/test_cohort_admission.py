@@ -45,10 +45,11 @@ def test_decode_tokens_must_cover_the_window_and_its_slack() -> None:
 
 
 def test_a_cohort_that_did_not_start_together_is_sent_again(tmp_path: Path) -> None:
-    # The first cohort's last request starts 12 s late: the others (one token per 5 ms, 2000 each)
-    # lead it by more than half their 1991 spare tokens (unless a token took over 12 ms), or are
-    # done. The second cohort starts together and has 10 s of tokens before the window must open.
-    run = Run(tmp_path, "lag-once", "--decode-tokens", "2000", lag_s=12)
+    # The first cohort's last request starts once the others (one token per 5 ms, 2000 each) have
+    # sent 1500: a lead over half their 1991 spare tokens, with 505 to spare for a client that
+    # reads late. The second cohort starts together and has 10 s of tokens before the window
+    # must open.
+    run = Run(tmp_path, "lag-once", "--decode-tokens", "2000", lag_tokens=1500)
     code, err = run.finish()
     assert code == 0, err
     assert "cohort attempt 1 of 3" in err and "sending the cohort again" in err, err
@@ -64,9 +65,9 @@ def test_a_cohort_that_did_not_start_together_is_sent_again(tmp_path: Path) -> N
 
 
 def test_a_cohort_that_never_starts_together_fails_after_the_last_attempt(tmp_path: Path) -> None:
-    # 400 tokens (195 of lead allowed) and a 4 s lag: the others are done, or 195 ahead unless a
-    # token took over 20 ms. Fails whatever the host's speed; it only costs the 3 lags.
-    run = Run(tmp_path, "lag-always", "--decode-tokens", "400", lag_s=4)
+    # 400 tokens (195 of lead allowed): each cohort's last request starts once the others have
+    # sent all they send before a window (380), so each attempt fails whatever the host's speed.
+    run = Run(tmp_path, "lag-always", "--decode-tokens", "400", lag_tokens=400)
     code, err = run.finish(timeout=180)
     assert code == 3 and not own_traceback(err), err
     says = f"did not start together in {COHORT_ATTEMPTS} attempts"
