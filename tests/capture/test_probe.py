@@ -81,7 +81,7 @@ def test_plain_literals_are_read_without_importing_vllm(fake_vllm) -> None:
 
 def test_what_the_source_does_not_say_is_asked_of_the_import(fake_vllm) -> None:
     # A version computed at import (not a literal) and a ProfilerConfig with a base class (whose
-    # fields the class body alone does not list): both come from importing vLLM, as before.
+    # fields the class body alone does not list): both are asked of the imported vLLM.
     computed = "import os\n__version__ = os.environ.get('FAKE_V', '0.31.0')\n"
     based = PROFILER.replace("class ProfilerConfig:", "class Base:\n    inherited: int = 0\n\n@config\n"
                              "class ProfilerConfig(Base):")
@@ -93,7 +93,7 @@ def test_what_the_source_does_not_say_is_asked_of_the_import(fake_vllm) -> None:
     assert info.profiler_env_vars == ["VLLM_PROFILER_MAX_ITERS", "VLLM_TORCH_PROFILER_DIR"]  # still the source's
 
 
-def test_an_old_vllm_without_profiler_config_is_said_so_as_before(fake_vllm) -> None:
+def test_an_old_vllm_without_profiler_config_records_the_import_error(fake_vllm) -> None:
     # vLLM < 0.13 has no vllm/config/profiler.py: the import is asked, fails, and the error is
     # recorded (the command then picks the environment-variable style from the version).
     mark = fake_vllm({"_version.py": "__version__ = '0.11.2'\n", "envs.py": ENVS})
