@@ -2,7 +2,7 @@
 variables from the installed source, and imports vLLM only for what the source does not say.
 
 Each case runs the real probe (``probe_vllm``: a subprocess of this interpreter) against a small
-``vllm`` package written here and put on PYTHONPATH. Its ``__init__`` records that it ran in a
+``vllm`` package (and a stand-in ``torch``) written here and put on PYTHONPATH. Its ``__init__`` records that it ran in a
 file: importing any part of a real vLLM runs that ``__init__`` (5-10 s of torch's compiler stack),
 so "read from the source" is checked as "the package was never executed", not by a timing.
 """
@@ -44,16 +44,20 @@ environment_variables: dict = {
 # What importing the package gives, for the cases the source cannot answer: the same fields as
 # above through dataclasses, and a version computed at import time.
 IMPORTED = {
-    "__init__.py": "import pathlib, os\npathlib.Path(os.environ['PROBE_MARK']).write_text('imported')\n",
-    "version.py": "from vllm._version import __version__\n",
-    "config/__init__.py": "",
-    "config/utils.py": "import dataclasses\nconfig = dataclasses.dataclass\n",
+    "vllm/__init__.py": "import pathlib, os\npathlib.Path(os.environ['PROBE_MARK']).write_text('imported')\n",
+    "vllm/version.py": "from vllm._version import __version__\n",
+    "vllm/config/__init__.py": "",
+    "vllm/config/utils.py": "import dataclasses\nconfig = dataclasses.dataclass\n",
+    # The probe also asks torch; a stand-in answers at once (the real one takes seconds to import).
+    "torch/__init__.py": "__version__ = '2.13.0+cpu'\nfrom torch import cuda, version\n",
+    "torch/version.py": "hip = None\ncuda = None\n",
+    "torch/cuda.py": "def is_available():\n    return False\n",
 }
 
 
 def _package(root: Path, files: dict[str, str]) -> None:
-    for name, text in {**IMPORTED, **files}.items():
-        path = root / "vllm" / name
+    for name, text in {**IMPORTED, **{f"vllm/{k}": v for k, v in files.items()}}.items():
+        path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
 
@@ -74,6 +78,7 @@ def test_plain_literals_are_read_without_importing_vllm(fake_vllm) -> None:
     assert not mark.exists(), "the probe executed the vllm package"
     assert info.vllm_read_from == "source" and info.errors == {}, info.errors
     assert info.vllm_importable and info.vllm_version == "0.26.0" and info.commit == "f00dcafe1234"
+    assert info.torch_version == "2.13.0+cpu" and info.gpus == []
     # ClassVar annotations are not dataclass fields; methods are not fields either.
     assert info.profiler_config_fields == ["profiler", "torch_profiler_dir", "max_iterations"]
     assert info.profiler_env_vars == ["VLLM_PROFILER_MAX_ITERS", "VLLM_TORCH_PROFILER_DIR"]
