@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from copyprof.capture.vllm.drain import wait_requests_dropped
 from copyprof.capture.vllm.progress import Capture, rel_files, window_json, write_metrics
 from copyprof.capture.vllm.server import SERVER_LOG, ctrl_c_hurries, log_size, log_tail
 from copyprof.capture.vllm.server_log import engine_facts
@@ -35,6 +36,8 @@ def record_failure(run: Capture, why: str) -> str | None:
     with ctrl_c_hurries(server.hurry if server is not None else lambda: None) as presses:
         if cohort is not None:
             cohort.cancel(join_s=5.0)
+            if server is not None and server.engine_died is None and server.poll() is None:
+                wait_requests_dropped(server.port)
         if server is not None:
             # With its engine dead the server has nothing left to finish or write (a killed process
             # writes no trace), and vLLM 0.32's HTTP server then waits for the dead engine's requests

