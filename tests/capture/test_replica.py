@@ -1,4 +1,5 @@
-"""Replica engine on the CPU, end to end, plus the run-directory rules it relies on.
+"""Replica engine on the CPU, end to end (`copyprof run --engine replica` -> `report`), plus the
+run-directory rules it relies on.
 
 The CPU run uses Kimi-Linear-48B-A3B at TP8 (27 layers: 20 KDA + 7 MLA, hidden 2304) with a
 tiny window so the whole module stays well under a minute on two cores.
@@ -81,15 +82,22 @@ def test_run_json_atomic_update(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def cpu_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    pytest.importorskip("torch")
-    from copyprof.capture.replica import run_replica
+    """One baseline/candidate pair, captured by ``copyprof run --engine replica`` in a process
+    of its own, as a user runs it; the tests below read what it wrote, the last one reports it.
 
+    One warm-up step: the CPU's bf16 GEMMs (no native bf16 units here) take seconds a step, and
+    nothing below reads the warm-up. The smallest window and timing that still exercise
+    everything below (several steps, >= 2 timing blocks, the pair's timing.json), over a
+    32-token context: what is counted (copies per layer) does not depend on the context's
+    length, and a CPU step over the default 4,096 tokens of MLA context costs seconds."""
+    pytest.importorskip("torch")
     out = tmp_path_factory.mktemp("traces")
-    # one warm-up step: the CPU's bf16 GEMMs (no native bf16 units here) take ~8 s a step, and
-    # nothing below reads the warm-up
-    return run_replica("kimi-linear-48b-a3b", tp=8, concurrency=N, device="cpu", steps=STEPS, context=32,
-                       warmup=1, timing_blocks=2, timing_replays=1, out=str(out), label="t", record_shapes=True,
-                       log=lambda _msg: None)
+    proc = run_cli("run", "--engine", "replica", "--model", "kimi-linear-48b-a3b", "--tp", "8",
+                   "--concurrency", str(N), "--device", "cpu", "--arm", "both", "--steps", str(STEPS),
+                   "--timing-blocks", "2", "--timing-replays", "1", "--warmup", "1", "--context", "32",
+                   "--record-shapes", "--label", "t", "--out", str(out), check=True)
+    dirs = [Path(line) for line in proc.stdout.splitlines() if line.strip()]
+    return [next(d for d in dirs if "-baseline-" in d.name), next(d for d in dirs if "-candidate-" in d.name)]
 
 
 def _trace(run_dir: Path) -> dict:
@@ -169,6 +177,21 @@ def test_baseline_has_27_more_post_projection_copies_per_step(cpu_runs: list[Pat
         assert b["total"] - c["total"] == 27
         assert b[placement] == c[placement] == 20  # KDA recurrent-output placement copy: both arms
         assert b - Counter({post: 27, "total": 27}) == c
+
+
+def test_the_pair_reports_27_fewer_host_copies_per_step(cpu_runs: list[Path]) -> None:
+    # A CPU trace has no device timeline, so the report counts host copy ops and says so; the
+    # baseline's 27 post-projection copies per step (one per layer) are the difference.
+    base, cand = cpu_runs
+    out = json.loads(run_cli("report", str(base), str(cand), "--model", "kimi-linear-48b-a3b", "--format", "json",
+                             check=True).stdout)
+    b, c = out["runs"]
+    assert b["steps"]["decode"] == STEPS and c["steps"]["decode"] == STEPS
+    assert b["steps"]["rule"].startswith("cpu-annotation")
+    assert b["per_step"]["host_copies"] - c["per_step"]["host_copies"] == 27
+    assert any("no device copies can exist" in n for n in b["notes"])
+    assert "27 fewer in the candidate" in out["comparison"]["scope_text"]
+    assert out["comparison"]["timing"]["blocks"] == 2  # the interleaved timing travelled with the pair
 
 
 def test_failed_run_is_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
