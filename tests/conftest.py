@@ -103,10 +103,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     other finds it done. ``COPYPROF_TEST_VLLM_CPU=skip`` skips those tests instead.
 
     The order (a stable reorder, the same in every xdist worker) is for the Quick start's two
-    workers on two cores (the type check runs beside them: tests/type_check.py). The tests
-    marked ``waits`` first: they spend most of their time waiting on copyprof's grace periods
-    and timeouts against fake servers (~90 s of a worker's time, ~25 CPU-s), which is when the
-    background install (~50 CPU-s) and the type check (~20 CPU-s) can have the cores. The three vLLM
+    workers on two cores (the type check runs beside them: tests/type_check.py). The three vLLM
     tests half way through: by then, about a minute in, the install has finished, and the other
     half of the tests fills the other worker while one runs the three servers one after another
     (at three quarters, the other worker ran out of tests first; at the very end, two servers
@@ -122,7 +119,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     vllm = sorted((i for i in items if real(i)), key=lambda i: not i.nodeid.startswith("tests/capture/test_run_e2e"))
     rest = [i for i in items if not real(i)]
-    rest.sort(key=lambda i: i.get_closest_marker("waits") is None)  # stable: the waiting tests first
     at = len(rest) // 2
     items[:] = rest[:at] + vllm + rest[at:]
     wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip" and _install is None

@@ -31,10 +31,6 @@ import pytest
 from tests.capture.on_disk import read_run_json
 from tests.capture.capture_fault_fake import REPO, Run, assert_aftermath, own_traceback
 
-# Mostly waiting (copyprof's grace periods and timeouts against a fake server): ordered first,
-# beside the background install and type check (tests/conftest.py).
-pytestmark = pytest.mark.waits
-
 
 # ------------------------------------------------------------------------ the server dies
 @pytest.mark.parametrize("fault, stage, says", [

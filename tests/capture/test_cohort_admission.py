@@ -24,10 +24,6 @@ from copyprof.capture.vllm.run import COHORT_ATTEMPTS
 from copyprof.errors import CopyprofError
 from tests.capture.capture_fault_fake import Run, assert_aftermath, own_traceback
 
-# Mostly waiting (copyprof's grace periods and timeouts against a fake server): ordered first,
-# beside the background install and type check (tests/conftest.py).
-pytestmark = pytest.mark.waits
-
 
 def test_ran_ahead_names_the_stream_far_ahead_of_the_last() -> None:
     # 4120 tokens, a 16-token window: 4104 spare, so a stream may lead the last one by 2052.

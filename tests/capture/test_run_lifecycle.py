@@ -21,10 +21,6 @@ from tests.capture.on_disk import read_run_json
 from tests.capture.capture_fault_fake import own_traceback
 from tests.capture.test_run_fake_server import write_fake_vllm
 
-# Mostly waiting (copyprof's grace periods and timeouts against a fake server): ordered first,
-# beside the background install and type check (tests/conftest.py).
-pytestmark = pytest.mark.waits
-
 REPO = Path(__file__).resolve().parents[2]
 
 
