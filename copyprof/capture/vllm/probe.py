@@ -72,10 +72,11 @@ def from_source(root):
         found["vllm_commit"] = commits[0] if commits else None
     profiler = tree("config", "profiler.py")
     for node in getattr(profiler, "body", []):
-        # A base class or a field that is not a plain annotation could add fields: ask the import.
+        # A base class could add fields: the import is asked then. The pseudo-fields that
+        # dataclasses.fields leaves out (ClassVar, InitVar, the KW_ONLY marker) are left out here.
         if isinstance(node, ast.ClassDef) and node.name == "ProfilerConfig" and not node.bases:
             names = [b.target.id for b in node.body if isinstance(b, ast.AnnAssign) and isinstance(b.target, ast.Name)
-                     and "ClassVar" not in ast.dump(b.annotation) and "InitVar" not in ast.dump(b.annotation)]
+                     and not any(w in ast.dump(b.annotation) for w in ("ClassVar", "InitVar", "KW_ONLY"))]
             if names:
                 found["profiler_config_fields"] = names
     envs = tree("envs.py")
