@@ -47,8 +47,8 @@ def test_decode_tokens_must_cover_the_window_and_its_slack() -> None:
 def test_a_cohort_that_did_not_start_together_is_sent_again(tmp_path: Path) -> None:
     # The first cohort's last request starts once the others (one token per 5 ms, 2000 each) have
     # sent 1500: a lead over half their 1991 spare tokens, with 505 to spare for a client that
-    # reads late. The second cohort starts together and has 10 s of tokens before the window
-    # must open.
+    # reads late. The second cohort starts together and has 10 s of tokens, the window included
+    # (the fake paces its window too).
     run = Run(tmp_path, "lag-once", "--decode-tokens", "2000", lag_tokens=1500)
     code, err = run.finish()
     assert code == 0, err
