@@ -42,8 +42,7 @@ DOWNLOAD_MODULES = {"urllib.request", "urllib3", "requests", "httpx", "aiohttp",
                     "smtplib", "webbrowser", "huggingface_hub", "xmlrpc.client", "http.server"}
 NETWORK_MODULES = {"http.client", "socket"}
 NETWORK_USERS = {"capture/vllm/client.py", "capture/vllm/server.py",
-                 "capture/vllm/watched_post.py",  # watched_post.py: exception types
-                 "capture/vllm/drain.py"}  # drain.py: GET /metrics of the server copyprof started
+                 "capture/vllm/watched_post.py"}  # watched_post.py: exception types
 HOST_ONLY = {"gethostname"}  # socket functions that are not traffic
 
 

@@ -23,6 +23,7 @@ import pandas as pd
 
 from copyprof.analysis.census.attribution import StepVerdict, anchor_agreement, summarise_attribution
 from copyprof.analysis.census.by_order import order_attribution
+from copyprof.analysis.census.graph_ops import graph_nodes, graph_replayed
 from copyprof.analysis.census.copy_sites import OTHER, POST, UNPLACED, NameRoles, place_copies
 from copyprof.vocabulary import EvidenceKind, Place
 from copyprof.analysis.census.layer_map import LayerMap, map_layers
@@ -34,7 +35,7 @@ from copyprof.analysis.steps.ops import StepOps, step_ops
 from copyprof.analysis.steps.segment import Steps
 from copyprof.events import BYTES_SOURCES
 from copyprof.models import PRESETS, ModelLayout
-from copyprof.taxonomy.copies import bytes_match, is_graph_launch
+from copyprof.taxonomy.copies import bytes_match
 from copyprof.vocabulary import UNATTRIBUTED_SITE
 
 COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "role", "kind",
@@ -225,42 +226,9 @@ def _copies_frame(events: pd.DataFrame, ops: StepOps, pos: np.ndarray, nbytes: n
         "layer": layer + 1, "slot": slot, "place": place, "next_kernel": ops.c_next, "prev_kernel": ops.c_prev,
         "row": ops.c_row if ops.c_row is not None else np.full(len(role), -1),
     })
-    frame["graph_id"], frame["graph_node"] = _graph_nodes(events, ops.c_row, len(frame))
+    frame["graph_id"], frame["graph_node"] = graph_nodes(events, ops.c_row, len(frame))
     frame["in_graph"] = in_graph
     return frame[COPY_COLUMNS + ["graph_id", "graph_node", "in_graph"]]
-
-
-def graph_replayed(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """Which GPU ops at ``rows`` a graph replay ran: their correlation id names a
-    ``cudaGraphLaunch``/``hipGraphLaunch`` (their gap is then GPU time between graph nodes)."""
-    corr = events["correlation"].to_numpy()
-    runtime = np.flatnonzero((events["kind"] == "runtime").to_numpy() & (corr >= 0))  # on the codes, no object array
-    out = np.zeros(len(rows), dtype=bool)
-    if not len(runtime) or not len(rows):
-        return out
-    names = events["name"].cat.categories
-    launch = np.array([is_graph_launch(str(n)) for n in names], dtype=bool)
-    codes = events["name"].cat.codes.to_numpy()
-    graph_calls = runtime[launch[codes[runtime]]] if len(names) else runtime[:0]
-    launched = np.unique(corr[graph_calls])
-    if not len(launched):
-        return out
-    # membership by binary search in the few launches' ids: np.isin sorts both sides together,
-    # ~15 MB of temporaries over a 1 GB trace's ops at the analysis' memory peak
-    mine = corr[rows]
-    at = np.searchsorted(launched, mine)
-    np.minimum(at, len(launched) - 1, out=at)
-    return (launched[at] == mine) & (mine >= 0)
-
-
-def _graph_nodes(events: pd.DataFrame, rows: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each copy's graph id and node id where its graph id is known (> 0: CUPTI writes 0
-    outside a graph; kineto#1567's ROCm node id is an ordinal, so node 0 is a node), else -1."""
-    if rows is None or len(rows) != n:
-        return np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
-    gid = events["graph_id"].to_numpy()[rows].astype(np.int64)
-    node = np.where(gid > 0, events["graph_node_id"].to_numpy()[rows].astype(np.int64), -1)
-    return np.where(gid > 0, gid, -1), node
 
 
 def _layer_spans(events: pd.DataFrame, ops: StepOps, op_bounds: np.ndarray, maps: dict[int, LayerMap],

@@ -11,8 +11,10 @@ died by SIGKILL with nothing flushed). vLLM's Prometheus gauge ``vllm:num_reques
 """
 from __future__ import annotations
 
-import http.client
 import time
+
+from copyprof.capture.vllm.client import Cohort
+from copyprof.capture.vllm.server import ServerProcess, loopback_get
 
 RUNNING_GAUGE = b"vllm:num_requests_running"
 
@@ -20,18 +22,10 @@ RUNNING_GAUGE = b"vllm:num_requests_running"
 def requests_running(port: int, timeout_s: float = 2.0) -> int | None:
     """The server's running requests (its ``/metrics`` gauge summed over engines), or None when it
     does not say (no ``/metrics``, no such gauge, no answer)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
-    try:
-        conn.request("GET", "/metrics")
-        resp = conn.getresponse()
-        body = resp.read()
-        if resp.status != 200:
-            return None
-    except (OSError, http.client.HTTPException):
+    answer = loopback_get(port, "/metrics", timeout_s)
+    if answer is None or answer[0] != 200:
         return None
-    finally:
-        conn.close()
-    values = [line.rsplit(None, 1)[-1] for line in body.splitlines()
+    values = [line.rsplit(None, 1)[-1] for line in answer[1].splitlines()
               if line.startswith(RUNNING_GAUGE) and line[len(RUNNING_GAUGE):len(RUNNING_GAUGE) + 1] in (b"{", b" ")]
     try:
         return round(sum(float(v) for v in values)) if values else None
@@ -52,3 +46,11 @@ def wait_requests_dropped(port: int, timeout_s: float = 5.0, interval_s: float =
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval_s)
+
+
+def close_streams(cohort: Cohort, server: ServerProcess | None, join_s: float = 30.0) -> None:
+    """Cancel the cohort's streams, then, while the server lives with its engine, let it drop their
+    requests before anyone stops it (every stop of a server with a cohort comes through here)."""
+    cohort.cancel(join_s=join_s)
+    if server is not None and server.engine_died is None and server.poll() is None:
+        wait_requests_dropped(server.port)

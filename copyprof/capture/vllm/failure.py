@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from copyprof.capture.vllm.drain import wait_requests_dropped
+from copyprof.capture.vllm.drain import close_streams
 from copyprof.capture.vllm.progress import Capture, rel_files, window_json, write_metrics
 from copyprof.capture.vllm.server import SERVER_LOG, ctrl_c_hurries, log_size, log_tail
 from copyprof.capture.vllm.server_log import engine_facts
@@ -35,9 +35,7 @@ def record_failure(run: Capture, why: str) -> str | None:
     at_failure = log_size(log)  # what the server said until now is the evidence; the stop's noise is apart
     with ctrl_c_hurries(server.hurry if server is not None else lambda: None) as presses:
         if cohort is not None:
-            cohort.cancel(join_s=5.0)
-            if server is not None and server.engine_died is None and server.poll() is None:
-                wait_requests_dropped(server.port)
+            close_streams(cohort, server, join_s=5.0)
         if server is not None:
             # With its engine dead the server has nothing left to finish or write (a killed process
             # writes no trace), and vLLM 0.32's HTTP server then waits for the dead engine's requests

@@ -65,7 +65,7 @@ from copyprof.capture.vllm.command import (
     is_cpu_backend,
     version_notes,
 )
-from copyprof.capture.vllm.drain import wait_requests_dropped
+from copyprof.capture.vllm.drain import close_streams
 from copyprof.capture.vllm.failure import failure
 from copyprof.capture.vllm.probe import VllmInfo, kernel_env, probe_vllm
 from copyprof.capture.vllm.progress import Capture, QuietReporter, Reporter, rel_files, window_json, write_metrics
@@ -286,11 +286,9 @@ def _flush_traces(run: Capture, cmd: ServerCommand, spec: RunSpec, opts: Capture
     if spec.profiler == "torch":
         wait_complete(cmd.trace_dir, torch_ready(spec.tp), f"{spec.tp} complete rank trace(s)", opts.timeout_s,
                       check=lambda: server.check_alive("the trace flush"), on_tick=run.rep.detail)
-        cohort.cancel()
-        wait_requests_dropped(server.port)
+        close_streams(cohort, server)
         return server.stop()
-    cohort.cancel()
-    wait_requests_dropped(server.port)
+    close_streams(cohort, server)
     how = server.stop(graceful_s=max(60.0, opts.timeout_s))
     ready = rocprof_ready if spec.profiler == "rocprofv3" else nsys_ready
     wait_complete(cmd.trace_dir, ready, f"{spec.profiler} output", opts.timeout_s, on_tick=run.rep.detail)

@@ -367,14 +367,19 @@ def _still_ignored(signum: int, frame: object) -> None:
     """SIGINT while spawning, in a copyprof that ignores it: ignored."""
 
 
-def health_ok(port: int, timeout_s: float = 5.0) -> bool:
+def loopback_get(port: int, path: str, timeout_s: float) -> tuple[int, bytes] | None:
+    """``GET path`` of the server copyprof started: (status, body), or None without an answer."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
     try:
-        conn.request("GET", "/health")
+        conn.request("GET", path)
         resp = conn.getresponse()
-        resp.read()
-        return resp.status == 200
+        return resp.status, resp.read()
     except (OSError, http.client.HTTPException):
-        return False
+        return None
     finally:
         conn.close()
+
+
+def health_ok(port: int, timeout_s: float = 5.0) -> bool:
+    answer = loopback_get(port, "/health", timeout_s)
+    return answer is not None and answer[0] == 200
