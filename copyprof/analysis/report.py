@@ -32,6 +32,7 @@ from copyprof.analysis.steps.segment import rank_warnings, step_warnings
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace
 from copyprof.models import ModelLayout
+from copyprof.rundir.record import RUN_JSON, RunRecord, given, load_run_record
 from copyprof.taxonomy.devices import device_label, peak_gbps
 from copyprof.vocabulary import CompletenessStatus
 
@@ -106,16 +107,21 @@ def _countable(traces: list[Trace], path: str) -> list[Trace]:
     return rank_traces
 
 
-def _failed_status(path: str) -> str | None:
-    """run.json's status where the run is a copyprof run directory that did not complete."""
-    from copyprof.rundir.record import RUN_JSON, load_run_record
-
+def _run_record(path: str) -> RunRecord | None:
+    """run.json where the path is a copyprof run directory with a readable one (its problems are
+    the run directory's own matter: the traces still read)."""
     if not os.path.isfile(os.path.join(path, RUN_JSON)):
         return None
     try:
-        status = load_run_record(path).status
+        return load_run_record(path)
     except CopyprofError:
         return None
+
+
+def _failed_status(path: str) -> str | None:
+    """run.json's status where the run is a copyprof run directory that did not complete."""
+    record = _run_record(path)
+    status = record.status if record is not None else None
     return status if isinstance(status, str) and status != "complete" else None
 
 
@@ -131,9 +137,12 @@ def _warnings(analyses: list[RankAnalysis], rank_traces: list[Trace]) -> list[st
 def _add_run_files(report: RunReport, path: str) -> None:
     """What a run directory holds besides its traces: a failed capture's status, the replica's
     timing, the client's TPOT per request."""
-    status = _failed_status(path) if os.path.isdir(path) else None
-    if status:  # a crashed or interrupted capture: say so first
+    record = _run_record(path) if os.path.isdir(path) else None
+    status = record.status if record is not None else None
+    if isinstance(status, str) and status != "complete":  # a crashed or interrupted capture: say so first
         report.warnings.insert(0, f"run.json: this capture did not complete ({status[:300]})")
+    window = given(record.window) if record is not None else None
+    report.warnings.extend(f"run.json: {w}" for w in (window.stall_warnings() if window is not None else []))
     timing = load_timing(path)
     if timing is not None:
         report.timing = timing_summary(timing)
@@ -172,7 +181,7 @@ def _run_metadata(path: str, trace_meta: dict[str, Any]) -> dict[str, Any]:
     """run.json (when the run is a copyprof run directory) merged over the trace's metadata.
 
     The run record is kept as JSON (``record_json``), so that a cached report holds it as written."""
-    from copyprof.rundir.record import RUN_JSON, RunRecord, load_run_record, record_json
+    from copyprof.rundir.record import record_json
 
     out = {k: v for k, v in trace_meta.items() if isinstance(v, (str, int, float, bool)) or k == "distributedInfo"}
     record: RunRecord | None = None

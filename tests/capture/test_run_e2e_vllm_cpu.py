@@ -34,6 +34,8 @@ from pathlib import Path
 
 import pytest
 
+from copyprof.capture.vllm.command import WINDOW_SLACK_TOKENS
+
 REPO = Path(__file__).resolve().parents[2]
 TINY = REPO / "tests" / "vllm_cpu" / "tiny-llama"
 CONCURRENCY, STEPS = 4, 12
@@ -77,6 +79,12 @@ def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp
     assert data["probe"]["vllm_read_from"] == "source", data["probe"]
     assert data["server"]["profiler_style"] == "profiler-config"
     assert data["window"]["cohort_intact_through_window"] is True
+    # vLLM's /metrics counts the tokens it decoded, read or not: the window's end is judged by that
+    # count, so a client that read a backlog late cannot close the window before its steps.
+    window = data["window"]
+    assert window["end_judged_by"] == "server tokens", window
+    assert window["server_tokens_at_window_end"] - window["server_tokens_at_start_profile"] >= \
+        (STEPS + WINDOW_SLACK_TOKENS) * CONCURRENCY, window
     files = set(data["files"])
     assert {"server.log", "client_metrics.json"} <= files
     for f in files:

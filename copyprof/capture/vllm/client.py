@@ -19,10 +19,12 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from copyprof.capture.vllm.command import SERVED_MODEL_NAME
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
+from copyprof.rundir.record import CLIENT_STALL_NOTE_S
 
 TOKEN_LO = 1000  # stay clear of special/control tokens that sit at low ids in common vocabularies
 
@@ -118,9 +120,6 @@ def ran_ahead(counts: list[int], max_tokens: int, window_tokens: int) -> int | N
     return max(ahead, key=lambda i: counts[i]) if ahead else None
 
 
-STALL_NOTE_S = 2.0  # a gap in copyprof's polling (every 50 ms) this long is worth telling the user about
-
-
 class Cohort:
     """N concurrent streaming requests; the main thread watches their progress."""
 
@@ -139,7 +138,7 @@ class Cohort:
     def stall_note(self) -> str:
         """Why a stream may have run out although the budget looked ample: copyprof itself was not
         scheduled (seen on a loaded 2-core host: 17 s without a poll while vLLM decoded ~950 tokens/s)."""
-        if self.longest_stall_s < STALL_NOTE_S:
+        if self.longest_stall_s < CLIENT_STALL_NOTE_S:
             return ""
         return (f"; copyprof's watch over the streams did not run for {self.longest_stall_s:.1f} s while vLLM "
                 "decoded on (a host short of CPU for the client)")
@@ -207,18 +206,23 @@ class Cohort:
         return all(not th.is_alive() for th in self._threads)
 
     def wait_all_tokens(self, at_least: list[int] | int, timeout_s: float, what: str,
-                        check: Any = None, interval_s: float = 0.05) -> None:
-        """Block until every stream has at least ``at_least`` tokens (per stream or one value)."""
+                        check: Any = None, interval_s: float = 0.05,
+                        and_then: Callable[[], bool] | None = None) -> float:
+        """Block until every stream has at least ``at_least`` tokens (per stream or one value) and,
+        from then on, ``and_then()`` holds (asked only once the counts are there: it may cost the
+        server a request). Returns the longest time this wait's polling did not run."""
         want = at_least if isinstance(at_least, list) else [at_least] * len(self.records)
         deadline = time.monotonic() + timeout_s
         polled = time.monotonic()
+        longest = 0.0
         while True:
             now = time.monotonic()
-            self.longest_stall_s = max(self.longest_stall_s, now - polled - interval_s)
+            longest = max(longest, now - polled - interval_s)
+            self.longest_stall_s = max(self.longest_stall_s, longest)
             polled = now
             counts = self.token_counts()
-            if all(c >= w for c, w in zip(counts, want)):
-                return
+            if all(c >= w for c, w in zip(counts, want)) and (and_then is None or and_then()):
+                return round(longest, 3)
             short = [r.index for r, c, w in zip(self.records, counts, want) if r.finished and c < w]
             if short:
                 raise CopyprofError(f"request {short[0]} finished after {counts[short[0]]} tokens, before {what}; "

