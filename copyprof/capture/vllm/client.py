@@ -18,8 +18,8 @@ import random
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from copyprof.capture.vllm.command import SERVED_MODEL_NAME
@@ -239,8 +239,10 @@ class Cohort:
             if check:
                 check()
             if time.monotonic() > deadline:
+                after = "; the server's count of decoded tokens did not follow" if all(
+                    c >= w for c, w in zip(counts, want)) else ""
                 raise CopyprofError(f"timed out after {timeout_s:.0f} s waiting for {what} "
-                                    f"(tokens per request: {counts})", exit_code=EXIT_CAPTURE_FAILED)
+                                    f"(tokens per request: {counts}{after})", exit_code=EXIT_CAPTURE_FAILED)
             time.sleep(interval_s)
 
     def cancel(self, join_s: float = 30.0) -> None:
