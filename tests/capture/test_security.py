@@ -41,7 +41,7 @@ SUBPROCESS_CALLS = {"run", "Popen", "call", "check_call", "check_output"}
 DOWNLOAD_MODULES = {"urllib.request", "urllib3", "requests", "httpx", "aiohttp", "pip", "ensurepip", "ftplib",
                     "smtplib", "webbrowser", "huggingface_hub", "xmlrpc.client", "http.server"}
 NETWORK_MODULES = {"http.client", "socket"}
-NETWORK_USERS = {"capture/vllm/client.py", "capture/vllm/server.py",
+NETWORK_USERS = {"capture/vllm/client.py", "capture/vllm/server.py", "capture/vllm/port.py",
                  "capture/vllm/watched_post.py"}  # watched_post.py: exception types
 HOST_ONLY = {"gethostname"}  # socket functions that are not traffic
 

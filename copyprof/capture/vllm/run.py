@@ -67,6 +67,7 @@ from copyprof.capture.vllm.command import (
 )
 from copyprof.capture.vllm.drain import close_streams
 from copyprof.capture.vllm.failure import failure
+from copyprof.capture.vllm.port import free_loopback_port
 from copyprof.capture.vllm.probe import VllmInfo, kernel_env, probe_vllm
 from copyprof.capture.vllm.progress import Capture, QuietReporter, Reporter, rel_files, window_json, write_metrics
 from copyprof.capture.vllm.server_log import engine_facts
@@ -74,7 +75,6 @@ from copyprof.capture.vllm.server_metrics import WindowCount
 from copyprof.capture.vllm.server import (
     SERVER_LOG,
     ServerProcess,
-    free_loopback_port,
 )
 from copyprof.capture.vllm.traces import (
     list_files,
@@ -207,7 +207,10 @@ def _boot(run: Capture, spec: RunSpec, opts: CaptureOptions, info: VllmInfo) -> 
     if spec.profiler != "torch" and shutil.which(cmd.argv[0]) is None:
         raise CopyprofError(f"--profiler {spec.profiler}: `{cmd.argv[0]}` is not on PATH (ROCm: rocprofiler-sdk "
                             "ships rocprofv3; CUDA: Nsight Systems ships nsys)", exit_code=EXIT_CAPTURE_FAILED)
-    server = run.server = ServerProcess(cmd.argv, _server_env(cmd.env), run.run_dir / SERVER_LOG, port)
+    # nsys starts the application through its own launcher, whose process group is not known here:
+    # its server's listener is not looked for in the group
+    server = run.server = ServerProcess(cmd.argv, _server_env(cmd.env), run.run_dir / SERVER_LOG, port,
+                                        own_listener=spec.profiler != "nsys")
     run.stage(f"server boot (vLLM {info.vllm_version}, port {port})")
     server.start()
     update_run_json(run.run_dir, server_pid=server.pid, server_pgid=server.pid)  # its own group: pgid == pid

@@ -13,7 +13,6 @@ import http.client
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -22,6 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from copyprof.capture.vllm.port import listener_is_in_group
 from copyprof.capture.vllm.process_group import group_members, stat_fields
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 
@@ -29,13 +29,6 @@ SERVER_LOG = "server.log"
 ENGINE_DEATH_GRACE_S = 3.0  # after an engine process died, how long the API server may take to exit by itself
 ORPHAN_GRACE_S = 5.0  # a stop's wait per signal once the leader has exited (ServerProcess._wait_group)
 LOG_TAIL_LINES = 30
-
-
-def free_loopback_port() -> int:
-    """A TCP port that is free on 127.0.0.1 now (the OS picks it; a tiny race remains until vLLM binds)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def quote_log(lines: list[str]) -> str:
@@ -87,11 +80,13 @@ def first_error_line(path: Path) -> str | None:
 class ServerProcess:
     """One server child; ``stop()`` is idempotent and safe to call from ``finally``."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, port: int) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, port: int,
+                 own_listener: bool = True) -> None:
         self.argv = list(argv)
         self.env = env
         self.log_path = Path(log_path)
         self.port = port
+        self.own_listener = own_listener  # the server's own process group holds its listening socket
         self.proc: subprocess.Popen[bytes] | None = None
         self.exit_code: int | None = None
         self.stop_signal: str | None = None
@@ -194,6 +189,7 @@ class ServerProcess:
         while True:
             self.check_alive("boot")
             if health_ok(self.port):
+                self._check_listener_is_ours()
                 return time.monotonic() - t0
             waited = time.monotonic() - t0
             if waited > timeout_s:
@@ -205,6 +201,14 @@ class ServerProcess:
                 last = self.tail(1)
                 on_tick(last[0] if last else "")
             time.sleep(interval_s)
+
+    def _check_listener_is_ours(self) -> None:
+        """A ``/health`` answer counts only from the server started here (port.py says why)."""
+        assert self.proc is not None
+        if self.own_listener and listener_is_in_group(self.port, self.proc.pid) is False:
+            raise CopyprofError(f"127.0.0.1:{self.port} answers GET /health, but the process listening there is not "
+                                "the server copyprof started: another program took the port before it bound it; "
+                                "run again", exit_code=EXIT_CAPTURE_FAILED)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         assert self.proc is not None

@@ -1,0 +1,94 @@
+"""The loopback port the server copyprof starts listens on, and whether it really is that server.
+
+Why: copyprof picks a free port and hands it to vLLM, which binds it seconds later (its API
+process imports first). Two captures on one host, both asking the OS for "any free port" in
+that window, were given the same one: Linux hands a port just released by ``bind(0)`` out
+again, so a second ``copyprof run`` started 8 s after the first took the port the first had
+picked, its fake server bound it first, and the first run's ``GET /health`` and its cohort
+went to the other run's server (seen in a loaded suite run: a vLLM capture "booted" against
+a fake server, whose streams then ended before the first token). So the port is drawn at
+random from the OS's ephemeral range, and a server counts as booted only when the socket
+listening on the port belongs to a process of its own process group (Linux ``/proc``; where
+that cannot be read, the answer to ``/health`` is all there is).
+"""
+from __future__ import annotations
+
+import errno
+import os
+import random
+import socket
+
+from copyprof.capture.vllm.process_group import group_members
+from copyprof.errors import CopyprofError
+
+DEFAULT_RANGE = (32768, 60999)  # Linux's default ip_local_port_range
+TCP_LISTEN = "0A"  # the socket state /proc/net/tcp gives a listening socket
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
+            lo, hi = (int(v) for v in fh.read().split()[:2])
+        return (lo, hi) if 1024 <= lo < hi <= 65535 else DEFAULT_RANGE
+    except (OSError, ValueError):
+        return DEFAULT_RANGE
+
+
+def free_loopback_port(attempts: int = 64) -> int:
+    """A TCP port free on 127.0.0.1 now, drawn at random (a race with another program remains
+    until the server binds it: :func:`listener_is_in_group` tells)."""
+    lo, hi = _ephemeral_range()
+    draw = random.SystemRandom()
+    for _ in range(attempts):
+        port = draw.randint(lo, hi)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    continue
+                raise
+            return port
+    raise CopyprofError(f"no free loopback port in {attempts} random draws from {lo}-{hi}")
+
+
+def listening_inodes(port: int) -> set[int] | None:
+    """The socket inodes listening on TCP ``port`` (IPv4 and IPv6); None without /proc/net."""
+    found: set[int] = set()
+    read_any = False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as fh:
+                lines = fh.readlines()[1:]
+        except OSError:
+            continue
+        read_any = True
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and fields[3] == TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                found.add(int(fields[9]))
+    return found if read_any else None
+
+
+def listener_is_in_group(port: int, pgid: int) -> bool | None:
+    """Whether a process of group ``pgid`` holds the socket listening on ``port``; None when
+    /proc cannot say (no /proc, no listener found, or the group's descriptors unreadable)."""
+    inodes = listening_inodes(port)
+    members = group_members(pgid)
+    if not inodes or members is None:
+        return None
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    read_any = False
+    for pid, _, _ in members:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        read_any = True
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in wanted:
+                    return True
+            except OSError:
+                continue
+    return False if read_any else None
