@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from copyprof.capture.vllm.port import free_loopback_port, listener_is_in_group
+from copyprof.capture.vllm import port as port_module
+from copyprof.capture.vllm.port import listener_is_in_group, reserve_loopback_port
 from copyprof.capture.vllm.server import ServerProcess
 from copyprof.errors import CopyprofError
 
@@ -25,17 +26,34 @@ _LISTEN = ("import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', 
 
 
 def test_ports_are_drawn_at_random_and_are_free() -> None:
-    ports = {free_loopback_port() for _ in range(20)}
-    assert len(ports) >= 19  # bind(0) gave the same port twice in a row; 20 random draws of ~28,000 rarely do
-    for port in ports:
+    held = [reserve_loopback_port() for _ in range(20)]
+    ports = {r.port for r in held}
+    assert len(ports) == 20  # each held against the others
+    for r in held:
         with socket.socket() as s:
-            s.bind(("127.0.0.1", port))  # free when drawn (nothing else here binds them)
+            s.bind(("127.0.0.1", r.port))  # free when drawn (nothing else here binds them)
+        r.release()
+
+
+def test_a_port_another_copyprof_holds_is_not_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = reserve_loopback_port()
+    # Every draw now gives that one port: held (by another descriptor, as another process holds
+    # it), it is passed over each time, and given once it is released.
+    monkeypatch.setattr(port_module, "_ephemeral_range", lambda: (first.port, first.port))
+    with pytest.raises(CopyprofError, match="no free loopback port in 8 random draws"):
+        reserve_loopback_port(attempts=8)
+    first.release()
+    again = reserve_loopback_port(attempts=8)
+    assert again.port == first.port
+    again.release()
 
 
 @pytest.fixture
 def other_listener() -> Iterator[tuple[int, subprocess.Popen[str]]]:
     """A process in a session of its own listening on a port, as another run's server would."""
-    port = free_loopback_port()
+    reserved = reserve_loopback_port()
+    port = reserved.port
+    reserved.release()
     proc = subprocess.Popen([sys.executable, "-c", _LISTEN, str(port)], stdout=subprocess.PIPE, text=True,
                             start_new_session=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
@@ -48,7 +66,9 @@ def test_the_listener_is_found_in_its_own_group_only(other_listener) -> None:
     port, proc = other_listener
     assert listener_is_in_group(port, proc.pid) is True
     assert listener_is_in_group(port, os.getpgrp()) is False
-    assert listener_is_in_group(free_loopback_port(), proc.pid) is None  # nobody listens there: cannot say
+    nobody = reserve_loopback_port()
+    assert listener_is_in_group(nobody.port, proc.pid) is None  # nobody listens there: cannot say
+    nobody.release()
 
 
 def test_a_health_answer_from_another_server_is_not_a_boot(tmp_path: Path) -> None:

@@ -1,22 +1,25 @@
 """The loopback port the server copyprof starts listens on, and whether it really is that server.
 
 Why: copyprof picks a free port and hands it to vLLM, which binds it seconds later (its API
-process imports first). Two captures on one host, both asking the OS for "any free port" in
-that window, were given the same one: Linux hands a port just released by ``bind(0)`` out
-again, so a second ``copyprof run`` started 8 s after the first took the port the first had
-picked, its fake server bound it first, and the first run's ``GET /health`` and its cohort
-went to the other run's server (seen in a loaded suite run: a vLLM capture "booted" against
-a fake server, whose streams then ended before the first token). So the port is drawn at
-random from the OS's ephemeral range, and a server counts as booted only when the socket
-listening on the port belongs to a process of its own process group (Linux ``/proc``; where
-that cannot be read, the answer to ``/health`` is all there is).
+process imports first). Two captures on one host were once given the same port in that window
+(a loaded suite run: a `copyprof run` started 8 s after another was handed the port the first
+had picked, its fake server bound it first, and the first run's ``GET /health`` and its cohort
+went to the other run's server). So a port is drawn at random and reserved for the capture's
+life by an advisory lock on a file named after it (``$TMPDIR/copyprof-ports-UID/PORT.lock``;
+the OS drops the lock when the process ends, so nothing goes stale): two copyprof processes
+never hold the same port. Against any other program, a server counts as booted only when the
+socket listening on the port belongs to a process of its own process group (Linux ``/proc``;
+where that cannot be read, the answer to ``/health`` is all there is).
 """
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import random
 import socket
+import tempfile
+from pathlib import Path
 
 from copyprof.capture.vllm.process_group import group_members
 from copyprof.errors import CopyprofError
@@ -34,21 +37,68 @@ def _ephemeral_range() -> tuple[int, int]:
         return DEFAULT_RANGE
 
 
-def free_loopback_port(attempts: int = 64) -> int:
-    """A TCP port free on 127.0.0.1 now, drawn at random (a race with another program remains
-    until the server binds it: :func:`listener_is_in_group` tells)."""
+class PortReservation:
+    """A loopback port held for one capture: no other copyprof process draws it until
+    :meth:`release` (or the process's end)."""
+
+    def __init__(self, port: int, lock_fd: int | None) -> None:
+        self.port = port
+        self._fd = lock_fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the lock
+            self._fd = None
+
+
+def _lock_dir() -> Path | None:
+    folder = Path(tempfile.gettempdir()) / f"copyprof-ports-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        return folder
+    except OSError:
+        return None
+
+
+def _lock(folder: Path | None, port: int) -> int | None:
+    """The descriptor holding ``port``'s lock; None when another process holds it. Without a
+    usable lock folder, -1: the port goes unreserved (the listener check still holds)."""
+    if folder is None:
+        return -1
+    try:
+        fd = os.open(folder / f"{port}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
+    except OSError:
+        os.close(fd)
+        return None
+
+
+def reserve_loopback_port(attempts: int = 64) -> PortReservation:
+    """A TCP port free on 127.0.0.1 now, drawn at random and held against other copyprof
+    processes (a race with another program remains until the server binds it:
+    :func:`listener_is_in_group` tells)."""
     lo, hi = _ephemeral_range()
     draw = random.SystemRandom()
+    folder = _lock_dir()
     for _ in range(attempts):
         port = draw.randint(lo, hi)
+        fd = _lock(folder, port)
+        if fd is None:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError as exc:
+                if fd >= 0:
+                    os.close(fd)
                 if exc.errno == errno.EADDRINUSE:
                     continue
                 raise
-            return port
+        return PortReservation(port, fd if fd >= 0 else None)
     raise CopyprofError(f"no free loopback port in {attempts} random draws from {lo}-{hi}")
 
 

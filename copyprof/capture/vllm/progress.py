@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import msgspec
 
 from copyprof.capture.vllm.client import Cohort
+from copyprof.capture.vllm.port import PortReservation
 from copyprof.capture.vllm.server import ServerProcess
 from copyprof.capture.vllm.traces import list_files
 from copyprof.rundir.layout import write_error
@@ -47,6 +48,7 @@ class Capture:
     cohort: Cohort | None = None
     trace_dir: Path | None = None
     window: Window | None = None  # the cohort's attempts, and the window's token counts once it got that far
+    port: PortReservation | None = None  # the server's port, held against other copyprof runs until the end
 
     def stage(self, name: str) -> None:
         self.stage_now = name

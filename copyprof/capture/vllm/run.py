@@ -67,7 +67,7 @@ from copyprof.capture.vllm.command import (
 )
 from copyprof.capture.vllm.drain import close_streams
 from copyprof.capture.vllm.failure import failure
-from copyprof.capture.vllm.port import free_loopback_port
+from copyprof.capture.vllm.port import reserve_loopback_port
 from copyprof.capture.vllm.probe import VllmInfo, kernel_env, probe_vllm
 from copyprof.capture.vllm.progress import Capture, QuietReporter, Reporter, rel_files, window_json, write_metrics
 from copyprof.capture.vllm.server_log import engine_facts
@@ -197,7 +197,8 @@ def _new_run(spec: RunSpec, opts: CaptureOptions, info: VllmInfo, notes: list[st
 def _boot(run: Capture, spec: RunSpec, opts: CaptureOptions, info: VllmInfo) -> ServerCommand:
     """Start the server in its own process group and wait for ``/health``; run.json says the command,
     the group and the boot time, and ``status: capturing``."""
-    port = free_loopback_port()
+    run.port = reserve_loopback_port()
+    port = run.port.port
     cmd = build_server_command(spec, info, run.run_dir, port, hook_dir=HOOK_DIR)
     run.trace_dir = cmd.trace_dir
     cmd.trace_dir.mkdir()
@@ -347,3 +348,5 @@ def capture_vllm(spec: RunSpec, opts: CaptureOptions, reporter: Reporter | None 
     finally:
         if run.server is not None:
             run.server.stop(graceful_s=30.0)
+        if run.port is not None:
+            run.port.release()
