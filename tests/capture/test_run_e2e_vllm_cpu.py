@@ -30,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -48,9 +49,14 @@ def _user_annotations(path: Path) -> list[str]:
     return [e.get("name", "") for e in events if e.get("cat") == "user_annotation"]
 
 
-@pytest.mark.slow
-def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp_path: Path) -> None:
-    out = tmp_path / "traces"
+# torch 2.13's kineto, stopping the worker's profiler right after a start it had logged "Not
+# starting tracing - insufficient time for warmup" for (a host stalled for seconds), segfaulted in
+# transferCpuTrace once in a suite run: vLLM's crash, not copyprof's, whose handling of it is
+# checked; the claims below then need a second capture.
+KINETO_CRASH = ("first error in the log: Segfault encountered", "libkineto::")
+
+
+def _capture(vllm_cpu_python: Path, out: Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "copyprof", "run", "--model", str(TINY), "--dummy",
            "--python", str(vllm_cpu_python), "--tp", "1", "--concurrency", str(CONCURRENCY),
            "--prefix-len", "64", "--suffix-len", "16", "--steps", str(STEPS), "--label", "e2e", "--with-stack",
@@ -59,14 +65,26 @@ def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp
            # client went unscheduled for 17 s between the first tokens and /start_profile while
            # vLLM decoded ~950 tokens/s per stream, and every stream ran out before the window
            # (the tiny config allows 65536 positions; the streams are cancelled once the window
-           # is flushed, so the budget costs neither time nor, at 1 KiB/token, KV room).
+           # is over, so the budget costs neither time nor, at 1 KiB/token, KV room).
            "--decode-tokens", "60000",
            # The CPU backend reserves host memory for the KV cache (--gpu-memory-utilization of it,
            # default 0.92, which does not fit next to the test runner on a 24 GiB machine): 512 MiB
            # is ~500,000 tokens of this model, and is not several GiB to zero at every boot.
            "--", "--kv-cache-memory-bytes", str(512 << 20)]
     env = {**os.environ, "CI": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
+
+
+@pytest.mark.slow
+def test_run_captures_pure_decode_steps_from_vllm_cpu(vllm_cpu_python: Path, tmp_path: Path) -> None:
+    out = tmp_path / "traces"
+    proc = _capture(vllm_cpu_python, out)
+    if proc.returncode != 0 and all(k in proc.stderr for k in KINETO_CRASH):
+        # copyprof said what happened: a failed capture, the crash named, no traceback of its own
+        assert proc.returncode == 3 and "Traceback" not in proc.stderr.split("last 30 lines")[0], proc.stderr[-3000:]
+        warnings.warn("vLLM's worker crashed in torch's kineto profiler (upstream); captured a second time")
+        out = tmp_path / "traces-second"
+        proc = _capture(vllm_cpu_python, out)
     assert proc.returncode == 0, f"copyprof run failed ({proc.returncode}):\n{proc.stderr[-5000:]}"
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     assert run_dir.parent == out and run_dir.name.startswith("e2e-")

@@ -62,16 +62,33 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES, start: int = 0, end: int |
 
 _ERROR_LINE = re.compile(r"\b[A-Z]\w*(Error|Exception): ")
 _NOT_AN_ERROR = re.compile(r"\b(WARNING|INFO|DEBUG)\b")  # a log line that merely mentions an error
+# A process that died in native code: torch's handler prints "!!!!!!! Segfault encountered !!!!!!!"
+# and the C frames below it (seen: vLLM 0.32's CPU worker, in kineto's transferCpuTrace as its
+# profiler stopped); CPython's faulthandler prints "Fatal Python error: Segmentation fault".
+_CRASH_LINE = re.compile(r"Segfault encountered|Fatal Python error|Segmentation fault")
+_CRASH_FRAMES = 3  # the frames after the marker: where it crashed (the marker alone says nothing)
 
 
 def first_error_line(path: Path) -> str | None:
-    """The first ``SomethingError: ...`` line of a log: usually the root cause, far above the tail."""
+    """The first ``SomethingError: ...`` line of a log, or the first native crash with the frames
+    under it: usually the root cause, far above the tail (a crashed worker's server shuts down
+    with errors of its own, e.g. ``RuntimeError: cancelled``)."""
     try:
         with open(path, "rb") as fh:
+            crash: list[str] = []
             for raw in fh:
                 line = raw.decode("utf-8", "replace").strip()
-                if _ERROR_LINE.search(line) and not _NOT_AN_ERROR.search(line):
+                if crash:
+                    if line and not line.startswith(("!", "File \"./signal/", "File \"<unknown>\", line 0, in 0x")):
+                        crash.append(line)
+                    if len(crash) > _CRASH_FRAMES:
+                        break
+                elif _CRASH_LINE.search(line):
+                    crash = [line.strip("! ")]
+                elif _ERROR_LINE.search(line) and not _NOT_AN_ERROR.search(line):
                     return line[:500]
+            if crash:
+                return " | ".join(crash)[:500]
     except FileNotFoundError:
         pass
     return None
