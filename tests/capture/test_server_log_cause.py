@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from copyprof.capture.vllm.server import first_error_line
+from copyprof.capture.vllm.log_evidence import first_error_line
 
 _CRASHED = """\
 (Worker pid=13541) INFO 12-03 15:53:24 [wrapper.py:49] GPU profiling will stop after 12 worker steps, or when stop_profile is received.

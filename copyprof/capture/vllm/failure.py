@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from copyprof.capture.vllm.drain import close_streams
+from copyprof.capture.vllm.log_evidence import log_size, log_tail
 from copyprof.capture.vllm.progress import Capture, rel_files, window_json, write_metrics
-from copyprof.capture.vllm.server import SERVER_LOG, ctrl_c_hurries, log_size, log_tail
+from copyprof.capture.vllm.server import SERVER_LOG, ctrl_c_hurries
 from copyprof.capture.vllm.server_log import engine_facts
 from copyprof.capture.vllm.traces import describe_usable
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError

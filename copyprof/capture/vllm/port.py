@@ -33,8 +33,6 @@ from copyprof.errors import CopyprofError
 
 DEFAULT_RANGE = (32768, 60999)  # Linux's default ip_local_port_range
 TCP_LISTEN = "0A"  # the socket state /proc/net/tcp gives a listening socket
-
-
 FIXED_FLOOR = 10000  # below it sit the well-known fixed ports of common services (8000, 8080, 5432, ...)
 MIN_SPAN = 1000  # fewer ports than this outside the ephemeral range: draw from inside it instead
 
@@ -53,9 +51,9 @@ def draw_range(ephemeral: tuple[int, int]) -> tuple[int, int]:
     FIXED_FLOOR), else those above it, else (a host that made nearly every port ephemeral) the
     ephemeral range itself, where the listener check is then the only guard."""
     lo, hi = ephemeral
-    if lo - 1 - FIXED_FLOOR + 1 >= MIN_SPAN:
+    if lo - FIXED_FLOOR >= MIN_SPAN:  # FIXED_FLOOR .. lo - 1
         return FIXED_FLOOR, lo - 1
-    if 65535 - (hi + 1) + 1 >= MIN_SPAN:
+    if 65535 - hi >= MIN_SPAN:  # hi + 1 .. 65535
         return hi + 1, 65535
     return lo, hi
 

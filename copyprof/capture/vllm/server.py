@@ -16,11 +16,11 @@ import signal
 import subprocess
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from copyprof.capture.vllm.log_evidence import LOG_TAIL_LINES, first_error_line, log_tail, quote_log
 from copyprof.capture.vllm.port import listener_is_in_group
 from copyprof.capture.vllm.process_group import group_members, stat_fields
 from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
@@ -28,72 +28,6 @@ from copyprof.errors import EXIT_CAPTURE_FAILED, CopyprofError
 SERVER_LOG = "server.log"
 ENGINE_DEATH_GRACE_S = 3.0  # after an engine process died, how long the API server may take to exit by itself
 ORPHAN_GRACE_S = 5.0  # a stop's wait per signal once the leader has exited (ServerProcess._wait_group)
-LOG_TAIL_LINES = 30
-
-
-def quote_log(lines: list[str]) -> str:
-    """Log lines as quoted under a copyprof error: indented, so the server's own tracebacks and
-    error lines (the evidence a user needs) cannot be mistaken for copyprof's."""
-    return "\n".join(f"    {line}" for line in lines)
-
-
-def log_size(path: Path) -> int:
-    """A log's size now, in bytes (0 when it is not there yet): a mark for log_tail's ``start``/``end``."""
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES, start: int = 0, end: int | None = None) -> list[str]:
-    """The last ``lines`` lines of a log between byte offsets ``start`` and ``end`` (default: its end),
-    decoded leniently: vLLM logs may hold any bytes. The offsets let a failure's record keep what
-    the server said before copyprof stopped it apart from what the stop itself made it print."""
-    try:
-        with open(path, "rb") as fh:
-            stop = fh.seek(0, os.SEEK_END) if end is None else end
-            first = max(start, stop - 256 * 1024)
-            fh.seek(first)
-            data = fh.read(max(0, stop - first)).decode("utf-8", "replace")
-    except FileNotFoundError:
-        return []
-    return list(deque((ln.rstrip("\r") for ln in data.split("\n") if ln.strip()), maxlen=lines))
-
-
-_ERROR_LINE = re.compile(r"\b[A-Z]\w*(Error|Exception): ")
-_NOT_AN_ERROR = re.compile(r"\b(WARNING|INFO|DEBUG)\b")  # a log line that merely mentions an error
-# A process that died in native code: torch's handler prints "!!!!!!! Segfault encountered !!!!!!!"
-# and the C frames below it (seen: vLLM 0.32's CPU worker, in kineto's transferCpuTrace as its
-# profiler stopped); CPython's faulthandler prints "Fatal Python error: Segmentation fault".
-_CRASH_LINE = re.compile(r"Segfault encountered|Fatal Python error|Segmentation fault")
-_CRASH_FRAMES = 3  # the frames after the marker: where it crashed (the marker alone says nothing)
-
-
-def first_error_line(path: Path) -> str | None:
-    """The first ``SomethingError: ...`` line of a log, or the first native crash with the frames
-    under it: usually the root cause, far above the tail (a crashed worker's server shuts down
-    with errors of its own, e.g. ``RuntimeError: cancelled``)."""
-    try:
-        with open(path, "rb") as fh:
-            crash: list[str] = []
-            for raw in fh:
-                line = raw.decode("utf-8", "replace").strip()
-                if crash:
-                    if line and not line.startswith(("!", "File \"./signal/", "File \"<unknown>\", line 0, in 0x")):
-                        crash.append(line)
-                    if len(crash) > _CRASH_FRAMES:
-                        break
-                elif _CRASH_LINE.search(line):
-                    crash = [line.strip("! ")]
-                elif _ERROR_LINE.search(line) and not _NOT_AN_ERROR.search(line):
-                    return line[:500]
-            if crash:
-                return " | ".join(crash)[:500]
-    except FileNotFoundError:
-        pass
-    return None
-
-
 class ServerProcess:
     """One server child; ``stop()`` is idempotent and safe to call from ``finally``."""
 
