@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import socket
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from copyprof import __version__
 from copyprof.capture.replica.device import device_info, import_torch
+from copyprof.capture.replica.trace_file import export_trace
 from copyprof.rundir.layout import (
     STATUS_CAPTURING,
     STATUS_STARTING,
@@ -100,9 +100,7 @@ def _capture_mode(torch: Any, dev: Any, mode: str, sizes: Sequence[int], replays
                     runners[v]()
                 if cuda:
                     torch.cuda.synchronize()
-    path = run_dir / f"rank0.{time.time_ns()}.pt.trace.json.gz"
-    prof.export_chrome_trace(str(path))
-    return path
+    return export_trace(prof, run_dir)
 
 
 def run_copies(*, device: str = "cuda", sizes: Sequence[int] = DEFAULT_SIZES,

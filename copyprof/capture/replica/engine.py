@@ -45,6 +45,7 @@ import msgspec
 
 from copyprof import __version__
 from copyprof.capture.replica.device import device_info, import_torch
+from copyprof.capture.replica.trace_file import export_trace
 from copyprof.rundir.layout import (
     STATUS_CAPTURING,
     STATUS_STARTING,
@@ -154,11 +155,8 @@ def _profile_arm(torch: Any, model: Any, arm: _Arm, run_dir: Path, steps: int, r
             model.sample(out)  # outside the step annotation, like vLLM's sample_tokens
         if cuda:
             torch.cuda.synchronize()
-    # Same name pattern as torch.profiler.tensorboard_trace_handler(dir, "rank0", use_gzip=True),
-    # i.e. what vLLM's CPU worker wrote (vllm-and-kimi.md §8.3); export_chrome_trace gzips on ".gz".
-    path = run_dir / f"rank0.{time.time_ns()}.pt.trace.json.gz"
-    prof.export_chrome_trace(str(path))
-    return path
+    # Named as vLLM's CPU worker names its traces (vllm-and-kimi.md §8.3)
+    return export_trace(prof, run_dir)
 
 
 def _summarise(timing: dict[str, Any], layout: ModelLayout, device_type: str) -> str:
