@@ -149,13 +149,15 @@ def pid_rank_key(pid: Any) -> int:
     return int(m.group(1)) if m else -1
 
 
-def event_ranks(rank_arg: np.ndarray, pids: Any) -> np.ndarray:
-    """Each event's rank key: ``args.rank`` where it is a rank, else what a string pid names."""
+def event_ranks(rank_arg: np.ndarray, pids: Any, at: Any = None) -> np.ndarray:
+    """Each event's rank key: ``args.rank`` where it is a rank, else what a string pid names.
+    ``pids``: every event's pid; or, with ``at`` (their event indexes), only the pids that may
+    be strings (the native scanner notes those apart: one or two per chunk, among thousands)."""
     out = np.where(rank_arg >= 0, rank_arg, -1)
-    if not any(type(p) is str for p in pids):
-        return out
-    keys = np.fromiter((pid_rank_key(p) for p in pids), dtype=np.int64, count=len(out))
-    return np.where(out >= 0, out, keys)
+    for row, pid in zip(range(len(out)) if at is None else at, pids):
+        if type(pid) is str and out[row] < 0:
+            out[row] = pid_rank_key(pid)
+    return out
 
 
 class Kept(NamedTuple):

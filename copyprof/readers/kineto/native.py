@@ -136,7 +136,8 @@ def _ranks(rows: np.ndarray, side: np.ndarray, data: bytes | memoryview) -> np.n
     if not len(odd):
         return np.where(rank_arg >= 0, rank_arg, -1)
     view = memoryview(data)
-    pids: list[Any] = [None] * len(rows)
+    pid_rows: list[int] = []
+    pids: list[Any] = []
     ranks: list[Any] | None = None
     for at, field, off, n in zip(odd["row"].tolist(), odd["field"].tolist(), odd["off"].tolist(), odd["len"].tolist()):
         value = _ID_VALUE.decode(view[off:off + n])
@@ -144,10 +145,11 @@ def _ranks(rows: np.ndarray, side: np.ndarray, data: bytes | memoryview) -> np.n
             ranks = rank_arg.tolist() if ranks is None else ranks
             ranks[at] = value
         else:
-            pids[at] = value
+            pid_rows.append(at)
+            pids.append(value)
     if ranks is not None:  # the whole column through that path's to_int, as it converts it
         rank_arg = to_int(ranks)
-    return event_ranks(rank_arg, pids)
+    return event_ranks(rank_arg, pids, at=pid_rows)
 
 
 def _redo_irregular(cols: dict[str, np.ndarray], side: np.ndarray, keep: np.ndarray, data: bytes | memoryview) -> None:
