@@ -23,6 +23,7 @@ from copyprof.analysis.rank_figures import (
     timeline,
 )
 from copyprof.analysis.cost.candidates import copy_candidates, kernel_candidates
+from copyprof.analysis.rank_pool import Meanwhile, analyze_ranks
 from copyprof.analysis.ab.client_metrics import load_tpots
 from copyprof.analysis.ab.replica_timing import load_timing, timing_summary
 from copyprof.analysis.results import Completeness, Layout, RunReport, SourceEntry, StepsInfo
@@ -41,11 +42,14 @@ __all__ = ["RankAnalysis", "analyze_rank", "analyze_run"]
 
 def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, rank: int | None = None,
                 all_steps: bool = False, sources: list[SourceEntry] | None = None,
-                sources_origin: str = "") -> RunReport:
+                sources_origin: str = "", jobs: int = 1, meanwhile: Meanwhile | None = None) -> RunReport:
     """The run's report. ``sources``: an eager capture's copy sources (its ``source_entries``)
-    to carry onto this run's copies that have none (a graph replay), from ``sources_origin``."""
+    to carry onto this run's copies that have none (a graph replay), from ``sources_origin``.
+    ``jobs``: processes the ranks are analysed in (analysis/rank_pool.py, which says when it
+    forks and what ``meanwhile`` is for)."""
     rank_traces = _countable(traces, path)
-    analyses = sorted((analyze_rank(t, layout, all_steps) for t in rank_traces), key=lambda a: a.rank)
+    analyses = sorted(analyze_ranks(rank_traces, layout, all_steps, jobs=jobs, meanwhile=meanwhile),
+                      key=lambda a: a.rank)
     ranks = sorted({a.rank for a in analyses})
     head_rank = rank if rank is not None else ranks[0]
     heads = [a for a in analyses if a.rank == head_rank]

@@ -21,6 +21,7 @@ the entry rewritten (atomically: temp file + rename, so concurrent runs never se
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -28,7 +29,7 @@ import os
 import tempfile
 import threading
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -252,12 +253,35 @@ def cached_read(cache: TableCache | None, fmt: str, paths: tuple[str, ...],
     # copies; ~0.3 s for a 1 GB trace on 2 cores). Callers wait with wait_for_writes().
     writer = threading.Thread(target=_store_quietly, args=(cache, fmt, paths, traces, before),
                               name="copyprof-cache-write")
-    writer.start()
     _writers.append(writer)
+    if not _held:
+        writer.start()
     return traces
 
 
 _writers: list[threading.Thread] = []
+_held = 0  # while > 0, background writes wait, unstarted, for start_writes
+
+
+@contextlib.contextmanager
+def writes_held() -> Iterator[Callable[[], None]]:
+    """Background writes asked for inside the block wait, unstarted, until the function it
+    yields (:func:`start_writes`) is called, or the block ends. Why: a process that may fork
+    (analysis/rank_pool.py forks after the read) must run no other thread at the fork."""
+    global _held
+    _held += 1
+    try:
+        yield start_writes
+    finally:
+        _held -= 1
+        start_writes()
+
+
+def start_writes() -> None:
+    """Start the background writes that wait (see :func:`writes_held`)."""
+    for writer in _writers:
+        if writer.ident is None:
+            writer.start()
 
 
 def _store_quietly(cache: TableCache, fmt: str, paths: tuple[str, ...], traces: list[Trace],
@@ -270,6 +294,7 @@ def _store_quietly(cache: TableCache, fmt: str, paths: tuple[str, ...], traces: 
 
 def wait_for_writes() -> None:
     """Wait until every table this process handed to the cache is written (or given up)."""
+    start_writes()
     while _writers:
         _writers.pop().join()
 

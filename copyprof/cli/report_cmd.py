@@ -40,18 +40,23 @@ def _load_run(path: str, layout: ModelLayout | None, rank: int | None, all_steps
 
 def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | None, all_steps: bool,
              jobs: int | None, cache: bool, lend: RunReport | None = None) -> RunReport:
-    from copyprof.cache.tables import wait_for_writes
+    from copyprof.cache.tables import wait_for_writes, writes_held
     from copyprof.cli.read_progress import read_traces
+    from copyprof.readers.kineto.pool import available_cores
 
     try:
-        traces = read_traces(sources, jobs, cache, background_writes=True)  # tables cached while we analyse
-        # The analysis (numpy, pandas, scipy at its import) only now, after the decode workers forked:
-        # they need none of it.
-        from copyprof.analysis.report import analyze_run
+        # Tables cached while we analyse; their writer threads start once the ranks' analyses
+        # have forked (analysis/rank_pool.py: no thread may run at the fork).
+        with writes_held() as start_writes:
+            traces = read_traces(sources, jobs, cache, background_writes=True)
+            # The analysis (numpy, pandas, scipy at its import) only now, after the decode
+            # workers forked: they need none of it.
+            from copyprof.analysis.report import analyze_run
 
-        return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps,
-                           sources=lend.source_entries if lend is not None else None,
-                           sources_origin=lend.path if lend is not None else "")
+            return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps,
+                               sources=lend.source_entries if lend is not None else None,
+                               sources_origin=lend.path if lend is not None else "",
+                               jobs=jobs or available_cores(), meanwhile=start_writes)
     finally:
         wait_for_writes()
 
