@@ -53,7 +53,8 @@ def analyze(run: str | Sequence[str], *, model: str | ModelLayout | None = None,
     them. ``model``: the layout that names layers and roles; without it, the model the run's
     ``run.json`` records, else none (copies are then counted but not placed). ``rank``: the
     rank whose figures head the report (default: the lowest). ``all_steps``: count prefill and
-    mixed steps too."""
+    mixed steps too. ``jobs``: processes that decode a big trace's chunks and analyse its ranks
+    (the ranks only where this process runs no other thread: analysis/rank_pool.py)."""
     from copyprof.analysis.report import analyze_run
     from copyprof.rundir.model import resolve_layout
 
@@ -62,7 +63,7 @@ def analyze(run: str | Sequence[str], *, model: str | ModelLayout | None = None,
         chosen: ModelLayout | None = model
     else:
         chosen, _ = resolve_layout(model, tuple(paths))
-    return analyze_run(read(paths, jobs=jobs), paths[0], chosen, rank=rank, all_steps=all_steps)
+    return analyze_run(read(paths, jobs=jobs), paths[0], chosen, rank=rank, all_steps=all_steps, jobs=jobs)
 
 
 def compare(baseline: Sequence[RunReport], candidate: Sequence[RunReport], *,
