@@ -16,7 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measure import descendants  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -29,14 +34,6 @@ def cpu_seconds(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            return [int(x) for x in fh.read().split()]
-    except OSError:
-        return []
 
 
 def main() -> None:
@@ -54,7 +51,7 @@ def main() -> None:
     while proc.poll() is None:
         time.sleep(args.every)
         used = {}
-        for pid in [proc.pid, *children(proc.pid)]:
+        for pid in [proc.pid, *descendants(proc.pid)]:
             now = cpu_seconds(pid)
             if now is not None:
                 used[pid] = now - seen.get(pid, 0.0)

@@ -29,7 +29,7 @@ class TreeSampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.wait(0.1):
-            pids = _descendants(self.root)
+            pids = descendants(self.root)
             rss = pss = 0
             for pid in pids:
                 try:
@@ -42,7 +42,8 @@ class TreeSampler(threading.Thread):
             self.peak_procs = max(self.peak_procs, len(pids))
 
 
-def _descendants(root: int) -> list[int]:
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` (from /proc: parent ids), not ``root`` itself."""
     parent: dict[int, int] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():

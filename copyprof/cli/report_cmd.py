@@ -44,6 +44,7 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
     from copyprof.cli.read_progress import read_traces
     from copyprof.readers.kineto.pool import available_cores
 
+    jobs = jobs or available_cores()
     try:
         # Tables cached while we analyse; their writer threads start once the ranks' analyses
         # have forked (analysis/rank_pool.py: no thread may run at the fork).
@@ -56,7 +57,7 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
             return analyze_run(traces, path, layout, rank=rank, all_steps=all_steps,
                                sources=lend.source_entries if lend is not None else None,
                                sources_origin=lend.path if lend is not None else "",
-                               jobs=jobs or available_cores(), meanwhile=start_writes)
+                               jobs=jobs, meanwhile=start_writes)
     finally:
         wait_for_writes()
 

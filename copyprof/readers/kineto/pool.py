@@ -21,7 +21,6 @@ the caller reads serially.
 """
 from __future__ import annotations
 
-import fcntl
 import mmap
 import multiprocessing as mp
 import os
@@ -79,10 +78,13 @@ def _worker(tasks: Connection, results: Connection, slots: list[mmap.mmap]) -> N
 
 def _make_room(conn: Connection) -> None:
     """Give the pipe behind ``conn`` room for RESULT_PIPE_BYTES where the system allows it
-    (Linux; elsewhere, or above the system's limit, the pipe keeps its size: only speed)."""
+    (Linux; elsewhere, or above the system's limit, the pipe keeps its size: only speed).
+    fcntl is imported here: the module must import where there is none (Windows reads serially)."""
     try:
+        import fcntl
+
         fcntl.fcntl(conn.fileno(), fcntl.F_SETPIPE_SZ, RESULT_PIPE_BYTES)  # type: ignore[attr-defined]
-    except (AttributeError, OSError):
+    except (ImportError, AttributeError, OSError):
         pass
 
 

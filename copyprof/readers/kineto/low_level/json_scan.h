@@ -176,6 +176,17 @@ static int utf8_len(const unsigned char *s, const unsigned char *end) {
 /* Byte classes for the string loop: 0 plain, 1 needs a look ('"', '\\', control, >= 0x80). */
 static unsigned char STR_SPECIAL[256];
 
+#ifdef __SSE2__
+/* Which of the 16 bytes at p need a look inside a string: '"', '\\', and (signed) < 0x20,
+ * which also catches >= 0x80 (bit i for byte i). */
+static inline unsigned needs_a_look16(const unsigned char *p) {
+    __m128i x = _mm_loadu_si128((const __m128i *)p);
+    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+                             _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
+    return (unsigned)_mm_movemask_epi8(m);
+}
+#endif
+
 /* At '"': validates the string; s and len give the raw text between the quotes; *esc is set
  * when it holds an escape. The general case of lex_string. */
 static int lex_string_long(Cur *c, const unsigned char **s, Py_ssize_t *len, int *esc) {
@@ -183,14 +194,9 @@ static int lex_string_long(Cur *c, const unsigned char **s, Py_ssize_t *len, int
     *esc = 0;
     for (;;) {
 #ifdef __SSE2__
-        /* 16 bytes at a time: '"', '\\', and (signed) < 0x20, which also catches >= 0x80 */
-        const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
         while (end - p >= 16) {
-            __m128i x = _mm_loadu_si128((const __m128i *)p);
-            __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bslash)),
-                                     _mm_cmplt_epi8(x, space));
-            int bits = _mm_movemask_epi8(m);
-            if (bits) { p += __builtin_ctz((unsigned)bits); break; }
+            unsigned bits = needs_a_look16(p);
+            if (bits) { p += __builtin_ctz(bits); break; }
             p += 16;
         }
 #endif
@@ -237,10 +243,7 @@ static inline int lex_string(Cur *c, const unsigned char **s, Py_ssize_t *len, i
 #ifdef __SSE2__
     const unsigned char *p = c->p + 1;
     if (c->end - p >= 16) {
-        __m128i x = _mm_loadu_si128((const __m128i *)p);
-        __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
-                                 _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
-        unsigned bits = (unsigned)_mm_movemask_epi8(m);
+        unsigned bits = needs_a_look16(p);
         if (bits) {
             int i = __builtin_ctz(bits);
             if (p[i] == '"') {
