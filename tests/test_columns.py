@@ -1,0 +1,113 @@
+"""The pandas-free tables (copyprof/columns.py) keep the pandas semantics the analysis relied on.
+
+pandas is the oracle here: the report's results must not change because its tables stopped
+being DataFrames, so each helper is checked against what the pandas call it replaced gives,
+on random keys with ties, missing values and repeated groups.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from copyprof.columns import Categorical, Columns, commonest, group_ids, group_rows, median_of
+from copyprof.events import EventTableBuilder
+
+_keys = st.lists(st.sampled_from(["b", "a", "c", "", "dd"]), min_size=1, max_size=60)
+_ints = st.lists(st.integers(-3, 4), min_size=1, max_size=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_group_ids_number_groups_as_pandas_groupby(data):
+    """sort=False: pandas numbers groups by first appearance; sort=True: by key order."""
+    n = data.draw(st.integers(1, 60))
+    a = np.array(data.draw(st.lists(st.sampled_from(["b", "a", "c", ""]), min_size=n, max_size=n)), dtype=object)
+    b = np.array(data.draw(st.lists(st.integers(-3, 4), min_size=n, max_size=n)), dtype=np.int64)
+    frame = pd.DataFrame({"a": a, "b": b})
+    for sort in (False, True):
+        gid, first = group_ids(a, b, sort=sort)
+        expect = frame.groupby(["a", "b"], sort=sort).ngroup().to_numpy()
+        assert gid.tolist() == expect.tolist()
+        assert first.tolist() == [int(np.flatnonzero(expect == g)[0]) for g in range(expect.max() + 1)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(_keys)
+def test_group_rows_are_the_groups_rows_in_table_order(keys):
+    gid, _ = group_ids(np.array(keys, dtype=object))
+    rows = group_rows(gid)
+    assert sorted(np.concatenate(rows).tolist()) == list(range(len(keys)))
+    for g, r in enumerate(rows):
+        assert (gid[r] == g).all() and r.tolist() == sorted(r.tolist())
+
+
+@settings(max_examples=150, deadline=None)
+@given(_keys)
+def test_commonest_breaks_ties_as_value_counts(keys):
+    assert commonest(keys) == pd.Series(keys, dtype=object).value_counts().index[0]
+
+
+def test_commonest_of_nothing_is_none():
+    assert commonest([]) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(-1e6, 1e6), st.integers(-10**6, 10**6)), max_size=30))
+def test_median_of_skips_missing_values_as_pandas_median(values):
+    expect = pd.Series([np.nan if v is None else v for v in values], dtype=float).median()
+    got = median_of(values)
+    assert (got is None and np.isnan(expect)) or got == pytest.approx(expect, rel=1e-12, abs=1e-12)
+
+
+def test_categorical_compares_and_selects_by_value():
+    col = Categorical(np.array([0, 1, -1, 1, 2], dtype=np.int8), ["kernel", "memcpy", "runtime"])
+    assert (col == "memcpy").tolist() == [False, True, False, True, False]
+    assert (col != "memcpy").tolist() == [True, False, True, False, True]
+    assert (col == "absent").tolist() == [False] * 5  # a value no row has selects nothing
+    assert col.isin({"kernel", "runtime"}).tolist() == [True, False, False, False, True]
+    assert col.strings().tolist() == ["kernel", "memcpy", "", "memcpy", "runtime"]  # -1: missing
+    assert col.map(len).tolist() == [6, 6, 0, 6, 7]
+    assert col.take(np.array([4, 0])).strings().tolist() == ["runtime", "kernel"]
+    assert col.used() == ["kernel", "memcpy", "runtime"]
+
+
+def test_categorical_from_values_sorts_categories_as_pandas():
+    col = Categorical.from_values(["DtoD", "", "HtoD", "DtoD"])
+    expect = pd.Categorical(["DtoD", "", "HtoD", "DtoD"])
+    assert col.categories.tolist() == expect.categories.tolist()
+    assert col.codes.tolist() == expect.codes.tolist()
+
+
+def test_columns_select_rows_and_refuse_a_column_of_another_length():
+    t = Columns({"x": np.arange(5), "k": Categorical(np.array([0, 1, 0, 1, 0]), ["a", "b"])})
+    sub = t[t["k"] == "b"]
+    assert len(sub) == 2 and sub["x"].tolist() == [1, 3] and sub.strings("k").tolist() == ["b", "b"]
+    assert t.take(np.array([4, 4]))["x"].tolist() == [4, 4]
+    with pytest.raises(ValueError):
+        t["y"] = np.arange(4)
+    t["label"] = "same"
+    assert t["label"].tolist() == ["same"] * 5
+
+
+def test_event_table_round_trips_through_pandas_with_the_readers_dtypes():
+    """``trace.events`` (the DataFrame a library user gets) is the table with the dtypes the
+    event-table schema documents: categoricals for the string columns, narrow ints otherwise."""
+    b = EventTableBuilder(rank=2)
+    b.add("kernel", "k1", 1_000, 50, on_gpu=True, device=0, stream=7, correlation=3)
+    b.add("memcpy", "Memcpy DtoD", 2_000, 10, on_gpu=True, device=0, stream=7, bytes_=4096, bytes_src="event",
+          copy_dir="DtoD")
+    table = b.build()
+    frame = table.to_pandas()
+    assert list(frame.columns) == list(table.names)
+    assert frame["kind"].dtype == "category" and frame["name"].astype(str).tolist() == ["k1", "Memcpy DtoD"]
+    assert frame["copy_dir"].astype(str).tolist() == ["", "DtoD"]
+    back = Columns.from_pandas(frame)
+    for name in table.names:
+        a, b2 = table[name], back[name]
+        if isinstance(a, Categorical):
+            assert a.strings().tolist() == b2.strings().tolist()
+        else:
+            assert a.dtype == b2.dtype and a.tolist() == b2.tolist()
