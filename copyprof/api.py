@@ -31,8 +31,11 @@ __all__ = ["read", "analyze", "compare", "layout", "CopyprofError", "RunReport",
 
 def read(paths: str | Sequence[str], *, jobs: int = 1) -> list[Trace]:
     """Every trace in ``paths`` (trace files, folders, run directories), one ``Trace`` per rank
-    and file: its event table (``trace.events``, documented in docs/how-it-works.md) and what the
-    file said of itself (``trace.meta``). ``jobs``: processes for decoding big Kineto files."""
+    and file: its event table and what the file said of itself (``trace.meta``). The table (its
+    columns are documented in copyprof/events.py) comes two ways: ``trace.events``, a pandas
+    DataFrame (categorical kind, name, bytes_src and copy_dir), built on first use; and
+    ``trace.table``, the ``copyprof.columns.Columns`` the analysis reads (numpy arrays and
+    ``Categorical`` columns, no pandas). ``jobs``: processes for decoding big Kineto files."""
     from copyprof.reading import read_runs
 
     return read_runs([paths] if isinstance(paths, str) else list(paths), jobs=jobs)

@@ -5,7 +5,11 @@ into the same columnar table so that the analysis never knows where an event cam
 
 Why columnar and interned: traces reach gigabytes. Readers append plain scalars to per-column
 Python lists (no dict or object per event) and intern names to integer codes; the table is
-then a pandas DataFrame whose ``name`` column is a Categorical (one copy of each string).
+then a ``Columns`` (copyprof/columns.py: named numpy arrays of one length) whose ``name`` and
+``kind`` columns are ``Categorical`` (integer codes over one copy of each string). Why not a
+pandas DataFrame: importing pandas alone costs ~40 MB of RSS and 0.2 s in a process whose
+whole budget on a 1 GB trace is ~110 MB; ``Trace.events`` still hands a library user the
+same table as a DataFrame, built on first use.
 
 Columns (dtype; missing value). ``start_ns`` is int64 (clock values are large); every other
 integer column is stored in the narrowest of int8/16/32/64 that holds its values (at most the
@@ -45,6 +49,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from copyprof.columns import Categorical, Columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -170,30 +176,29 @@ class EventTableBuilder:
         c["graph_node_id"].append(graph_node_id)
         c["copy_dir"].append(copy_dir)
 
-    def build(self) -> pd.DataFrame:
+    def build(self) -> Columns:
         names = list(self._names)
         return make_table(np.asarray(self._codes, dtype=np.int32), names, self._cols)
 
 
-def make_table(name_codes: np.ndarray, names: list[str], cols: dict[str, Any]) -> pd.DataFrame:
+def make_table(name_codes: np.ndarray, names: list[str], cols: dict[str, Any]) -> Columns:
     """Assemble a table from name codes plus column sequences; missing columns get defaults."""
-    import pandas as pd
     n = len(name_codes)
     data: dict[str, Any] = {}
-    data["kind"] = pd.Categorical(_col(cols, "kind", n, "kernel"), categories=KINDS)
-    data["name"] = pd.Categorical.from_codes(name_codes, categories=_unique(names))
+    data["kind"] = Categorical.from_values(_col(cols, "kind", n, "kernel"), KINDS)
+    data["name"] = Categorical(np.asarray(name_codes), _unique(names))
     data["on_gpu"] = np.asarray(_col(cols, "on_gpu", n, False), dtype=bool)
     for col, dtype in INT_COLUMNS.items():
         default = 0 if col == "rank" else -1
         values = _col(cols, col, n, default)
         data[col] = np.asarray(values, dtype=dtype) if col in CLOCK_COLUMNS else compact_ints(values, dtype)
-    data["bytes_src"] = pd.Categorical(_col(cols, "bytes_src", n, "none"), categories=BYTES_SOURCES)
-    data["copy_dir"] = pd.Categorical(_col(cols, "copy_dir", n, ""))
-    return pd.DataFrame(data, columns=list(COLUMNS))
+    data["bytes_src"] = Categorical.from_values(_col(cols, "bytes_src", n, "none"), BYTES_SOURCES)
+    data["copy_dir"] = Categorical.from_values(_col(cols, "copy_dir", n, ""))
+    return Columns({c: data[c] for c in COLUMNS}, n)
 
 
 def _unique(names: list[str]) -> list[str]:
-    # Categorical needs unique categories; interned names already are. Readers that build
+    # categories must be unique; interned names already are. Readers that build
     # names themselves (SQLite id -> string) may repeat a string under two ids.
     if len(set(names)) == len(names):
         return names
@@ -209,24 +214,29 @@ def _col(cols: dict[str, Any], key: str, n: int, default: Any) -> Any:
     return values
 
 
-def code_flags(col: pd.Series, keep: Callable[[str], bool]) -> np.ndarray:
+def _categorical(col: Any) -> Categorical:
+    if isinstance(col, Categorical):
+        return col
+    return Categorical(col.cat.codes.to_numpy(), col.cat.categories.tolist())  # a pandas Series
+
+
+def code_flags(col: Any, keep: Callable[[str], bool]) -> np.ndarray:
     """For each code of the categorical ``col``, ``keep(value)``, plus a last False so that
     ``flags[codes]`` reads False for code -1 (a missing value): the test runs once per distinct
     value, then a lookup per row, where ``np.isin`` on the codes would sort them."""
-    return np.array([keep(str(v)) for v in col.cat.categories] + [False], dtype=bool)
+    return _categorical(col).flags(keep)
 
 
-def code_mask(col: pd.Series, wanted: Collection[str]) -> np.ndarray:
+def code_mask(col: Any, wanted: Collection[str]) -> np.ndarray:
     """For each code of the categorical ``col``, whether its value is in ``wanted`` (code_flags)."""
     return code_flags(col, wanted.__contains__)
 
 
-def name_array(events: pd.DataFrame) -> np.ndarray:
-    """Event names as a numpy object array, straight from the Categorical's codes.
-
-    Cheaper than ``astype(str)``, which in pandas 3 builds an Arrow string array per call.
-    """
+def name_array(events: Any) -> np.ndarray:
+    """Event names as a numpy object array, straight from the categorical's codes."""
     col = events["name"]
+    if isinstance(col, Categorical):
+        return col.strings() if len(col.categories) else np.full(len(col), "", dtype=object)
     if col.dtype.name == "category":
         cats = col.cat.categories.to_numpy(dtype=object)
         codes = col.cat.codes.to_numpy()
@@ -234,7 +244,7 @@ def name_array(events: pd.DataFrame) -> np.ndarray:
     return col.to_numpy(dtype=object)
 
 
-def empty_table() -> pd.DataFrame:
+def empty_table() -> Columns:
     return EventTableBuilder().build()
 
 
@@ -265,10 +275,39 @@ class TraceMeta:
     cache's JSON keeps it): ``"[16,2048] bf16<-bf16"`` — destination dims, dst<-src dtypes."""
 
 
-@dataclass
 class Trace:
-    meta: TraceMeta
-    events: pd.DataFrame
+    """One rank's events and what the reader learned about them.
+
+    ``table`` is the event table as ``Columns`` (what the analysis reads, no pandas);
+    ``events`` the same table as a pandas DataFrame, built on first use (for a library user,
+    the plots, the readers that build one) and sharing the numeric columns."""
+
+    __slots__ = ("meta", "_table", "_frame")
+
+    def __init__(self, meta: TraceMeta, events: Columns | pd.DataFrame) -> None:
+        self.meta = meta
+        self._table: Columns | None = events if isinstance(events, Columns) else None
+        self._frame: pd.DataFrame | None = None if isinstance(events, Columns) else events
+
+    @property
+    def table(self) -> Columns:
+        if self._table is None:
+            assert self._frame is not None
+            self._table = Columns.from_pandas(self._frame)
+        return self._table
+
+    @property
+    def events(self) -> pd.DataFrame:
+        if self._frame is None:
+            assert self._table is not None
+            self._frame = self._table.to_pandas()
+        return self._frame
+
+    def __getstate__(self) -> tuple[TraceMeta, Columns]:
+        return self.meta, self.table
+
+    def __setstate__(self, state: tuple[TraceMeta, Columns]) -> None:
+        self.meta, self._table, self._frame = state[0], state[1], None
 
     def of_kind(self, kind: str) -> pd.DataFrame:
         return self.events[self.events["kind"] == kind]

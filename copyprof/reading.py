@@ -112,12 +112,7 @@ def settle_heap() -> None:
 
 
 def use_python_strings() -> None:
-    """Store the string columns pandas makes (sites, kernel names, step labels) as Python
-    objects, not Arrow arrays, in this command's process (never on import: a library user's
-    pandas options are theirs). pandas >= 3 picks Arrow storage whenever pyarrow is installed,
-    and loading its compute library cost ~50 MB of RSS in a report (1 GB trace: 247 -> 197 MB,
-    same JSON) for no speed gain at a census's sizes. A no-op where pyarrow is absent (then
-    "python" is the default)."""
-    import pandas as pd
+    """Python string storage for whatever pandas this command makes (see prefer_python_strings)."""
+    from copyprof.columns import prefer_python_strings
 
-    pd.set_option("mode.string_storage", "python")
+    prefer_python_strings()

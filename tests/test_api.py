@@ -57,3 +57,21 @@ def test_a_layout_can_be_given_as_an_object_and_bad_input_raises(reports):
         api.compare([], [reports[1]])
     with pytest.raises(api.CopyprofError, match="no such file"):
         api.read("/nonexistent/trace.json")
+
+
+def test_read_gives_the_event_table_as_a_dataframe_and_as_columns():
+    """The documented contract of ``api.read``: ``trace.events`` is a pandas DataFrame (for a
+    library user), ``trace.table`` the Columns the analysis reads; they hold the same rows."""
+    import numpy as np
+    import pandas as pd
+
+    from copyprof.columns import Categorical, Columns
+    from copyprof.events import COLUMNS
+
+    trace = next(t for t in api.read(run_path(BASE)) if t.meta.role == "rank")
+    frame, table = trace.events, trace.table
+    assert isinstance(frame, pd.DataFrame) and isinstance(table, Columns)
+    assert list(frame.columns) == list(table.names) == list(COLUMNS) and len(frame) == len(table) > 0
+    assert isinstance(frame["name"].dtype, pd.CategoricalDtype) and isinstance(table["name"], Categorical)
+    assert frame["name"].astype(str).tolist() == table["name"].strings().tolist()
+    assert np.array_equal(frame["start_ns"].to_numpy(), table["start_ns"])

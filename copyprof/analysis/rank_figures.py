@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from copyprof.analysis.census.count import Census, take_census
 from copyprof.analysis.health.completeness import check_completeness, is_rocm_trace
@@ -17,7 +16,8 @@ from copyprof.analysis.health.launch_overhead import StepBusy, launch_overhead
 from copyprof.analysis.results import BySource, Completeness, LaunchOverhead, PerStep, RankAgreement, Timeline, known
 from copyprof.analysis.sources.frames import copy_sources
 from copyprof.analysis.steps.segment import Steps, segment
-from copyprof.events import Trace, name_array
+from copyprof.columns import Columns, group_ids, group_rows, median_of
+from copyprof.events import Trace
 from copyprof.models import ModelLayout
 from copyprof.taxonomy.devices import device_cus
 from copyprof.vocabulary import CompletenessStatus
@@ -35,17 +35,17 @@ class RankAnalysis:
 
 def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = False,
                  keep_layers: bool = False) -> RankAnalysis:
-    steps = segment(trace.events)
-    census = take_census(trace.events, steps, layout, cus=device_cus(trace.meta.devices), all_steps=all_steps,
+    steps = segment(trace.table)
+    census = take_census(trace.table, steps, layout, cus=device_cus(trace.meta.devices), all_steps=all_steps,
                          keep_layers=keep_layers, op_shapes=trace.meta.op_shapes)
     ra = RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census)
     if steps.device >= 0:  # a trace with GPU work: does it hold what its graph launches ran?
-        ev = trace.events
+        ev = trace.table
         launches = graph_launches(ev, steps)
         ra.completeness = check_completeness(ev, steps, launches, rocm=is_rocm_trace(trace.meta.format,
                                                                                       trace.meta.flavour, launches))
         if len(launches) and census.op_rows is not None and census.op_steps is not None and census.op_first is not None:
-            busy = StepBusy(ev["start_ns"].to_numpy(), ev["dur_ns"].to_numpy(), census.op_rows, census.op_steps,
+            busy = StepBusy(ev["start_ns"], ev["dur_ns"], census.op_rows, census.op_steps,
                             census.op_first)
             ra.overhead = launch_overhead(launches, steps.table if all_steps else steps.decode, busy,
                                           kineto_on_rocprofiler_sdk=trace.meta.format == "kineto"
@@ -53,12 +53,20 @@ def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = Fal
     return ra
 
 
-def _median(values: pd.Series | np.ndarray) -> float | None:
-    arr = pd.to_numeric(pd.Series(values), errors="coerce").dropna().to_numpy(dtype=float)
-    return float(np.median(arr)) if len(arr) else None
+def _median(values: np.ndarray) -> float | None:
+    """The median of the known values (None and NaN skipped); None when there is none."""
+    return median_of(values)
 
 
-def _int_median(values: pd.Series) -> int:
+def _floats(values: np.ndarray) -> np.ndarray:
+    """A column as float64, None as NaN."""
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        return np.array([np.nan if v is None else float(v) for v in arr.tolist()], dtype=float)
+    return arr.astype(float)
+
+
+def _int_median(values: np.ndarray) -> int:
     m = _median(values)
     return int(round(m)) if m is not None else 0
 
@@ -108,13 +116,15 @@ def _per_step_medians(ra: RankAnalysis) -> PerStep:
     )
 
 
-def _gpu_time(ps: pd.DataFrame) -> tuple[float | None, float | None, float | None]:
+def _gpu_time(ps: Columns) -> tuple[float | None, float | None, float | None]:
     """The GPU's busy time, graph-replay span (ms) and busy fraction: medians over the counted steps."""
     if "busy_ns" not in ps:
         return None, None, None
-    period = pd.to_numeric(ps["period_ns"], errors="coerce").astype(float)
-    busy = ps["busy_ns"].astype(float)
-    return _ms(_median(busy)), _ms(_median(ps["replay_ns"])), _median((busy / period).where(period > 0))
+    period = _floats(ps["period_ns"])
+    busy = _floats(ps["busy_ns"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fraction = np.where(period > 0, busy / period, np.nan)  # NaN where the step has no period
+    return _ms(_median(busy)), _ms(_median(ps["replay_ns"])), _median(fraction)
 
 
 def _host_copies_by_name(ra: RankAnalysis) -> dict[str, int] | None:
@@ -123,41 +133,49 @@ def _host_copies_by_name(ra: RankAnalysis) -> dict[str, int] | None:
     ``copy_`` inside, so counting them too would count one copy several times."""
     if ra.steps.device >= 0:
         return None
-    ev = ra.trace.events
-    steps = list(ra.steps.decode["step"])
-    mask = (ev["kind"] == "cpu_op").to_numpy() & np.isin(ra.steps.step_of, steps)
+    ev = ra.trace.table
+    steps = ra.steps.decode["step"].tolist()
     if not steps:
         return {}
-    frame = pd.DataFrame({"step": ra.steps.step_of[mask], "name": name_array(ev)[mask]})
-    counts = frame.groupby(["name", "step"]).size().unstack(fill_value=0).reindex(columns=steps, fill_value=0)
-    return {str(name): int(np.median(row)) for name, row in counts.iterrows()}
+    mask = (ev["kind"] == "cpu_op") & np.isin(ra.steps.step_of, steps)
+    rows = np.flatnonzero(mask)
+    if not len(rows):
+        return {}
+    names = ev["name"].take(rows).strings()
+    step = ra.steps.step_of[rows]
+    by_name, first = group_ids(names, sort=True)  # names in sorted order
+    col = np.searchsorted(np.sort(np.asarray(steps)), step)  # decode steps are distinct
+    counts = np.zeros((len(first), len(steps)), dtype=np.int64)
+    np.add.at(counts, (by_name, col), 1)  # a name's count per decode step, 0 where it has none
+    return {str(names[f]): int(np.median(counts[g])) for g, f in enumerate(first.tolist())}
 
 
 def host_by_source(ra: RankAnalysis) -> list[BySource]:
     """CPU-only traces: the host ``aten::copy_`` ops of the counted steps by issuing function
     (per step; ms are host time, the trace has no device)."""
-    ev = ra.trace.events
-    steps = list(ra.steps.decode["step"])
-    names = name_array(ev)
-    rows = np.flatnonzero((ev["kind"] == "cpu_op").to_numpy() & (names == "aten::copy_")
-                          & np.isin(ra.steps.step_of, steps))
+    ev = ra.trace.table
+    steps = ra.steps.decode["step"].tolist()
+    rows = np.flatnonzero((ev["kind"] == "cpu_op") & (ev["name"] == "aten::copy_") & np.isin(ra.steps.step_of, steps))
     if not steps or not len(rows) or not (ev["kind"] == "python").any():
         return []
     found = copy_sources(ev, rows)
-    frame = pd.DataFrame({"source": pd.Series(found.source, dtype=object), "stack": [tuple(x) for x in found.stack],
-                          "why": found.why, "dur_ns": ev["dur_ns"].to_numpy()[rows]})
+    source = np.empty(len(rows), dtype=object)
+    source[:] = [s if s is not None else "" for s in found.source]
+    dur = ev["dur_ns"][rows]
+    gid, first = group_ids(source)  # issuing functions in order of first appearance
     out = []
-    for source, g in frame.groupby(frame["source"].fillna(""), sort=False):
-        out.append(BySource(source=source or None, stack=list(g["stack"].iloc[0]), per_step=len(g) / len(steps),
-                            ms_per_step=float(g["dur_ns"].sum()) / 1e6 / len(steps), sites=["host aten::copy_"],
-                            layer_kinds=[], layers=0, bytes=[], note="" if source else str(g["why"].iloc[0])))
+    for f, members in zip(first.tolist(), group_rows(gid, len(first))):
+        src = source[f]
+        out.append(BySource(source=src or None, stack=list(found.stack[f]), per_step=len(members) / len(steps),
+                            ms_per_step=float(dur[members].sum()) / 1e6 / len(steps), sites=["host aten::copy_"],
+                            layer_kinds=[], layers=0, bytes=[], note="" if src else str(found.why[f])))
     return sorted(out, key=lambda b: (b.source is None, -b.per_step))
 
 
 def step_series(ra: RankAnalysis) -> dict[str, list[float | None]]:
     """Per-step values of the headline rank (A/B statistics, plots; not in the JSON contract)."""
-    def col(values: pd.Series, scale: float = 1.0) -> list[float | None]:
-        return [known(v / scale) for v in values.astype(float).tolist()]
+    def col(values: np.ndarray, scale: float = 1.0) -> list[float | None]:
+        return [known(v / scale) for v in _floats(values).tolist()]
 
     ps = ra.census.per_step
     if ps.empty:
@@ -178,15 +196,20 @@ def timeline(ra: RankAnalysis) -> Timeline | None:
     """GPU ops of the first counted step, each copy with its site (the plot's panel c)."""
     if ra.census.per_step.empty:
         return None
-    step = int(ra.census.per_step["step"].iloc[0])
-    ev = ra.trace.events
-    mask = (ra.steps.step_of == step) & ev["on_gpu"].to_numpy()
-    ops = ev.loc[mask, ["start_ns", "dur_ns", "name"]].copy().sort_values("start_ns", kind="stable")
-    cp = ra.census.copies[ra.census.copies["step"] == step]
+    step = int(ra.census.per_step["step"][0])
+    ev = ra.trace.table
+    rows = np.flatnonzero((ra.steps.step_of == step) & ev["on_gpu"])
+    rows = rows[np.argsort(ev["start_ns"][rows], kind="stable")]
+    start = ev["start_ns"][rows].tolist()
+    copies = ra.census.copies
     kinds = set(ra.census.kinds)
-    site = dict(zip(cp["start_ns"], cp["site"].map(lambda s: s if s in kinds else "other-copy")))
-    return Timeline(start_ns=[int(x) for x in ops["start_ns"].tolist()], dur_ns=[int(x) for x in ops["dur_ns"].tolist()],
-                    name=ops["name"].astype(str).tolist(), site=[site.get(t, "") for t in ops["start_ns"].tolist()])
+    site: dict[int, str] = {}  # a copy's site by its start (the later copy where two start together)
+    if len(copies):
+        for t, s in copies[copies["step"] == step].rows("start_ns", "site"):
+            site[t] = s if s in kinds else "other-copy"
+    return Timeline(start_ns=[int(x) for x in start], dur_ns=[int(x) for x in ev["dur_ns"][rows].tolist()],
+                    name=[str(x) for x in ev["name"].take(rows).strings().tolist()],
+                    site=[site.get(t, "") for t in start])
 
 
 def rank_agreement(analyses: list[RankAnalysis]) -> RankAgreement:

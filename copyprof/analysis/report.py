@@ -85,7 +85,7 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     )
     graph = meta.graph_launches > 0
     report.candidates = copy_candidates(head.census.copies, head.census.per_step, graph=graph) + \
-        kernel_candidates(head.trace.events, head.census.op_rows, _op_steps(head), head.census.per_step, graph=graph)
+        kernel_candidates(head.trace.table, head.census.op_rows, _op_steps(head), head.census.per_step, graph=graph)
     if decode_n == 0 and len(head.steps.table):  # steps exist, none pure decode: --all-steps can count them
         report.notes.append("no pure-decode steps found: figures are empty (--all-steps counts the "
                             f"{len(head.steps.table)} other step(s))")
@@ -103,7 +103,7 @@ def _countable(traces: list[Trace], path: str) -> list[Trace]:
     if not rank_traces:
         raise CopyprofError("no per-rank trace found (only the vLLM API-process trace?)", path=path)
     for t in rank_traces:
-        if t.meta.partial and not t.events["on_gpu"].any():
+        if t.meta.partial and not t.table["on_gpu"].any():
             status = _failed_status(path)
             failed = f"; the capture did not complete ({status[:200]})" if status else ""
             raise CopyprofError(f"partly read ({t.meta.partial}), and the part read holds no GPU event: nothing to "

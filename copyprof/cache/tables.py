@@ -31,16 +31,14 @@ import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from copyprof.cache.files import PACKAGE, cache_dir, code_hash_of, file_hash, identify
 from copyprof.cache.files import file_stat as _stat
+from copyprof.columns import Categorical, Columns
 from copyprof.events import Trace, TraceMeta
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 FORMAT_VERSION = 2  # 2: inputs identified by SHA-256 (was blake2b)
 MAX_BYTES_DEFAULT = 8 << 30  # older entries are evicted beyond this (COPYPROF_CACHE_MAX_MB)
@@ -119,10 +117,10 @@ class TableCache:
             tmeta = dataclasses.asdict(t.meta)
             if TraceMeta(**json.loads(json.dumps(tmeta))) != t.meta:
                 return False  # metadata that JSON would change (tuples, non-str keys...): not cached
-            cols = _columns(t.events, i, arrays)
+            cols = _columns(t.table, i, arrays)
             if cols is None:
                 return False
-            meta["traces"].append({"meta": tmeta, "columns": cols, "rows": len(t.events)})
+            meta["traces"].append({"meta": tmeta, "columns": cols, "rows": len(t.table)})
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -192,47 +190,42 @@ def _current_path(path: str, given: list[str], paths: tuple[str, ...]) -> str:
     return paths[given.index(path)] if path in given else path
 
 
-def _columns(df: pd.DataFrame, i: int, arrays: dict[str, np.ndarray]) -> list[dict[str, Any]] | None:
-    """Describe and collect ``df``'s columns; None when one cannot be stored without pickle."""
-    import pandas as pd
-    if not isinstance(df.index, pd.RangeIndex) or df.index.start != 0 or df.index.step != 1:
-        return None
+def _columns(table: Columns, i: int, arrays: dict[str, np.ndarray]) -> list[dict[str, Any]] | None:
+    """Describe and collect ``table``'s columns; None when one cannot be stored without pickle."""
     out = []
-    for j, (name, col) in enumerate(df.items()):
+    for j, name in enumerate(table.names):
+        col = table[name]
         key = f"t{i}c{j}"
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            cats = col.cat.categories
-            if cats.dtype.kind not in "OUiu" and str(cats.dtype) != "str":
-                return None
-            values = cats.tolist()
+        if isinstance(col, Categorical):
+            values = col.categories.tolist()
             if not all(isinstance(v, (str, int)) for v in values):
                 return None
-            arrays[key] = col.cat.codes.to_numpy()
-            out.append({"name": name, "key": key, "categories": values, "cat_dtype": str(cats.dtype),
-                        "ordered": bool(col.cat.ordered)})
-        elif isinstance(col.dtype, np.dtype) and col.dtype.kind in "biuf":
-            arrays[key] = col.to_numpy()
+            arrays[key] = col.codes
+            out.append({"name": name, "key": key, "categories": values, "cat_dtype": "str", "ordered": False})
+        elif col.dtype.kind in "biuf":
+            arrays[key] = col
             out.append({"name": name, "key": key})
         else:
             return None
     return out
 
 
-def _frame(npz: Any, i: int, columns: list[dict[str, Any]], rows: int) -> pd.DataFrame:
-    import pandas as pd
+def _frame(npz: Any, i: int, columns: list[dict[str, Any]], rows: int) -> Columns:
     data: dict[str, Any] = {}
     for c in columns:
         arr = npz[c["key"]]
         if len(arr) != rows:
             raise ValueError("column length differs from the recorded row count")
         if "categories" in c:
-            cats = pd.Index(c["categories"], dtype=c["cat_dtype"])
-            if len(cats) != len(c["categories"]) or (len(arr) and (arr.max(initial=-1) >= len(cats) or arr.min(initial=0) < -1)):
+            cats = c["categories"]
+            if len(set(cats)) != len(cats) or not all(isinstance(v, str) for v in cats) or c.get("ordered"):
+                raise ValueError("categories are not unique unordered strings")
+            if len(arr) and (arr.max(initial=-1) >= len(cats) or arr.min(initial=0) < -1):
                 raise ValueError("categorical codes out of range")
-            data[c["name"]] = pd.Categorical.from_codes(arr, dtype=pd.CategoricalDtype(cats, ordered=c["ordered"]))
+            data[c["name"]] = Categorical(arr, cats)
         else:
             data[c["name"]] = arr
-    return pd.DataFrame(data, columns=[c["name"] for c in columns], copy=False)
+    return Columns(data, rows)
 
 
 def cached_read(cache: TableCache | None, fmt: str, paths: tuple[str, ...],

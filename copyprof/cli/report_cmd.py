@@ -17,7 +17,7 @@ from copyprof.models import ModelLayout
 from copyprof.readers.discover import discover
 from copyprof.cache.results import load_result, result_key, store_result
 
-# numpy, pandas, scipy and the readers are imported only when a run must be analysed: a
+# numpy, scipy and the readers are imported only when a run must be analysed: a
 # report served from the result cache (copyprof/cache/results.py) never loads them.
 
 
@@ -50,7 +50,7 @@ def _analyze(path: str, sources: list, layout: ModelLayout | None, rank: int | N
         # have forked (analysis/rank_pool.py: no thread may run at the fork).
         with writes_held() as start_writes:
             traces = read_traces(sources, jobs, cache, background_writes=True)
-            # The analysis (numpy, pandas, scipy at its import) only now, after the decode
+            # The analysis (numpy, scipy at its import; never pandas) only now, after the decode
             # workers forked: they need none of it.
             from copyprof.analysis.report import analyze_run
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from copyprof.columns import load_pandas
 from copyprof.errors import CopyprofError
 from copyprof.events import KINDS, Trace, TraceMeta, make_table
 from copyprof.readers import nsys_schema as schema
@@ -46,6 +47,8 @@ from copyprof.readers.nsys_schema import (
     TID_MASK,
     VERSION_SUFFIX,
 )
+
+load_pandas()  # the string storage this command asked for (columns.prefer_python_strings)
 
 
 def is_nsys(conn: sqlite3.Connection) -> bool:
@@ -168,7 +171,7 @@ class _Reader:
         all_codes = np.concatenate(codes) if codes else np.empty(0, np.int32)
         used, all_codes = np.unique(all_codes, return_inverse=True)  # drop names of other processes
         names = list(index)
-        table = make_table(all_codes.reshape(-1).astype(np.int32), [names[i] for i in used], cols)
+        table = make_table(all_codes.reshape(-1).astype(np.int32), [names[i] for i in used], cols).to_pandas()
         table = table.sort_values("start_ns", kind="stable", ignore_index=True)
         counts = {ACTIVITY_TABLES[t]: 0 for t in general["tables_read"]}
         counts.update({k: int(v) for k, v in table["kind"].value_counts().items() if v})

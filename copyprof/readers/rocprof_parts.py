@@ -12,7 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from copyprof.columns import load_pandas
 from copyprof.events import BYTES_SOURCES, COLUMNS, KINDS, Trace, TraceMeta, empty_table, make_table
+
+load_pandas()  # the string storage this command asked for (columns.prefer_python_strings)
 
 _COPY_DIRS = {"HOST_TO_HOST": "HtoH", "HOST_TO_DEVICE": "HtoD",
               "DEVICE_TO_HOST": "DtoH", "DEVICE_TO_DEVICE": "DtoD"}
@@ -62,7 +65,7 @@ def assemble(parts: list[dict[str, Any]]) -> pd.DataFrame:
     """Concatenate domain parts into the event table; names interned once via factorize."""
     parts = [p for p in parts if len(p["start_ns"])]
     if not parts:
-        return empty_table()
+        return empty_table().to_pandas()
     names = np.concatenate([p["name"] for p in parts])
     codes, uniques = pd.factorize(names)
     if (codes < 0).any():  # a missing name: give it the empty string
@@ -71,7 +74,7 @@ def assemble(parts: list[dict[str, Any]]) -> pd.DataFrame:
     cols: dict[str, Any] = {c: _categorical(parts, c, strings[c]) for c in strings}
     cols.update({c: np.concatenate([np.asarray(p[c]) for p in parts])
                  for c in COLUMNS if c != "name" and c not in strings})
-    return make_table(codes.astype(np.int32), [str(u) for u in uniques], cols)
+    return make_table(codes.astype(np.int32), [str(u) for u in uniques], cols).to_pandas()
 
 
 def _categorical(parts: list[dict[str, Any]], col: str, categories: tuple[str, ...] | None) -> pd.Categorical:

@@ -17,10 +17,10 @@ import os
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from copyprof import __version__
 from copyprof.analysis.rank_figures import RankAnalysis
+from copyprof.columns import Categorical, Columns
 from copyprof.events import name_array
 from copyprof.models.layout import kind_label
 from copyprof.vocabulary import Role
@@ -35,19 +35,21 @@ def _us(ns: int | float, t0: int) -> float:
 
 def annotated_events(ra: RankAnalysis) -> tuple[list[dict[str, Any]], int]:
     """Trace events of the counted steps (and the time origin in ns)."""
-    ev = ra.trace.events
+    ev = ra.trace.table
     census = ra.census
     steps = census.per_step["step"].tolist() if not census.per_step.empty else []
-    mask = np.isin(ra.steps.step_of, steps) & ev["on_gpu"].to_numpy() & ev["kind"].isin(list(_CATS)).to_numpy()
+    mask = np.isin(ra.steps.step_of, steps) & ev["on_gpu"] & ev["kind"].isin(set(_CATS))
     rows = np.flatnonzero(mask)
     if not len(rows):
         return [], 0
-    start = ev["start_ns"].to_numpy()
+    start = ev["start_ns"]
     t0 = int(start[rows].min())
     names = name_array(ev)
-    cols = {c: ev[c].to_numpy() for c in ("kind", "device", "stream", "dur_ns", "correlation", "bytes", "grid_x",
-                                           "grid_y", "grid_z", "block_x", "block_y", "block_z")}
-    copy_at = {int(r): i for i, r in enumerate(census.copies["row"].tolist())}
+    cols = {c: ev.strings(c, None) if c == "kind" else ev[c]
+            for c in ("kind", "device", "stream", "dur_ns", "correlation", "bytes", "grid_x",
+                      "grid_y", "grid_z", "block_x", "block_y", "block_z")}
+    copies = census.copies
+    copy_at = {int(r): i for i, r in enumerate(copies["row"].tolist())}
     out: list[dict[str, Any]] = []
     device = int(cols["device"][rows[0]])
     for r in rows.tolist():
@@ -60,7 +62,7 @@ def annotated_events(ra: RankAnalysis) -> tuple[list[dict[str, Any]], int]:
             args["block"] = [int(cols["block_x"][r]), int(cols["block_y"][r]), int(cols["block_z"][r])]
         i = copy_at.get(r)
         if i is not None:
-            args.update(_copy_args(census.copies.iloc[i]))
+            args.update(_copy_args(copies, i))
         out.append({"ph": "X", "cat": _CATS[str(cols["kind"][r])], "name": str(names[r]), "pid": int(cols["device"][r]),
                     "tid": int(cols["stream"][r]), "ts": _us(start[r], t0), "dur": round(cols["dur_ns"][r] / 1000, 3),
                     "args": args})
@@ -68,12 +70,21 @@ def annotated_events(ra: RankAnalysis) -> tuple[list[dict[str, Any]], int]:
     return out, t0
 
 
-def _copy_args(c: pd.Series) -> dict[str, Any]:
-    out = {"copyprof.step": int(c["step"]), "copyprof.site": str(c["site"]), "copyprof.role": str(c["role"]),
-           "copyprof.layer": int(c["layer"]), "copyprof.kind": str(c["kind"]), "copyprof.bytes": int(c["bytes"]),
-           "copyprof.bytes_src": str(c["bytes_src"]), "copyprof.source": c.get("source")}
-    if c.get("stack"):
-        out["copyprof.stack"] = list(c["stack"])
+def _copy_args(copies: Columns, i: int) -> dict[str, Any]:
+    """The ``copyprof.*`` args of copy ``i`` (a row of the census' copies)."""
+    def at(name: str) -> Any:  # None for a column the table lacks, as Series.get gave
+        col = copies.get(name)
+        if isinstance(col, Categorical):
+            code = int(col.codes[i])
+            return col.categories[code] if code >= 0 else None
+        return None if col is None else col[i]
+
+    out = {"copyprof.step": int(at("step")), "copyprof.site": str(at("site")), "copyprof.role": str(at("role")),
+           "copyprof.layer": int(at("layer")), "copyprof.kind": str(at("kind")), "copyprof.bytes": int(at("bytes")),
+           "copyprof.bytes_src": str(at("bytes_src")), "copyprof.source": at("source")}
+    stack = at("stack")
+    if stack:
+        out["copyprof.stack"] = list(stack)
     return out
 
 
@@ -81,23 +92,29 @@ def _tracks(ra: RankAnalysis, device: int, t0: int) -> list[dict[str, Any]]:
     """The three named tracks: steps, layers, copy sites (annotations on the GPU timeline)."""
     out: list[dict[str, Any]] = [
         {"ph": "M", "name": "thread_name", "pid": device, "tid": tid, "args": {"name": name}}
-        for tid, name in ((STEP_TID, "copyprof: steps"), (LAYER_TID, "copyprof: layers"), (SITE_TID, "copyprof: copy sites"))]
-    table = ra.steps.table.set_index("step")
+        for tid, name in ((STEP_TID, "copyprof: steps"), (LAYER_TID, "copyprof: layers"),
+                          (SITE_TID, "copyprof: copy sites"))]
+    table = ra.steps.table
+    at_step = {s: i for i, s in enumerate(table["step"].tolist())}
+    labels, starts, ends = table.strings("label", None), table["start_ns"], table["end_ns"]
     for step in ra.census.per_step["step"].tolist():
-        row = table.loc[step]
-        out.append(_slice(str(row["label"]), STEP_TID, device, int(row["start_ns"]), int(row["end_ns"]), t0,
+        i = at_step[step]
+        out.append(_slice(str(labels[i]), STEP_TID, device, int(starts[i]), int(ends[i]), t0,
                           {"copyprof.step": int(step)}))
     layers = ra.census.layers
-    if layers is not None:
-        for r in layers.itertuples(index=False):
-            out.append(_slice(f"layer {r.layer} ({kind_label(str(r.kind))})", LAYER_TID, device, int(r.start_ns),
-                              int(r.end_ns), t0, {"copyprof.step": int(r.step), "copyprof.layer": int(r.layer),
-                                                  "copyprof.kind": str(r.kind)}))
-    for c in ra.census.copies.itertuples(index=False):
-        label = str(c.site) if c.role != Role.POST else f"post-projection ({c.site})"
-        out.append(_slice(label, SITE_TID, device, int(c.start_ns), int(c.start_ns) + int(c.dur_ns), t0,
-                          {"copyprof.step": int(c.step), "copyprof.layer": int(c.layer),
-                           "copyprof.bytes": int(c.bytes), "copyprof.source": c.source}))
+    if layers is not None and len(layers):
+        for step, layer, kind, start, end in layers.rows("step", "layer", "kind", "start_ns", "end_ns"):
+            out.append(_slice(f"layer {layer} ({kind_label(str(kind))})", LAYER_TID, device, int(start),
+                              int(end), t0, {"copyprof.step": int(step), "copyprof.layer": int(layer),
+                                             "copyprof.kind": str(kind)}))
+    copies = ra.census.copies
+    copy_rows = copies.rows("step", "layer", "site", "role", "bytes", "start_ns", "dur_ns", "source") \
+        if len(copies) else iter(())
+    for step, layer, site, role, nbytes, start, dur, source in copy_rows:
+        label = str(site) if role != Role.POST else f"post-projection ({site})"
+        out.append(_slice(label, SITE_TID, device, int(start), int(start) + int(dur), t0,
+                          {"copyprof.step": int(step), "copyprof.layer": int(layer),
+                           "copyprof.bytes": int(nbytes), "copyprof.source": source}))
     return out
 
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from copyprof.columns import Categorical
 from copyprof.stats.shift import ShiftResult, robust_noise
 from copyprof.analysis.wording import fmt_ms
 from copyprof.models.layout import kind_label
@@ -198,25 +199,29 @@ def plot_sites(ax: Axes, sites: Mapping[str, Sequence[tuple[str, float]]]) -> No
               fontsize=8, frameon=False)
 
 
-def plot_timeline(ax: Axes, timeline: pd.DataFrame, *, step_start_ns: int | None = None) -> None:
+def plot_timeline(ax: Axes, timeline: Any, *, step_start_ns: int | None = None) -> None:
     """(c) One step's kernels on a time axis (us from step start), copies in their own lanes.
 
     Copies are a few microseconds in a multi-millisecond step, i.e. narrower than a pixel, so
     besides their true-width bars each copy lane draws a tick per copy; the kernel lane shows
     the copies in colour too, so their position among the other kernels is visible.
-    Columns: start_ns, dur_ns, name, site (a layer kind such as "mla" or "linear", "other-copy",
-    or "" for non-copies).
+    ``timeline``: a table by column name (``copyprof.columns.Columns``, a pandas DataFrame or a
+    dict of sequences) with start_ns, dur_ns, name, site (a layer kind such as "mla" or
+    "linear", "other-copy", or "" / None for non-copies; "site" may be absent).
     """
     ax.set_xlabel("time from step start (\u00b5s)")
-    df = timeline.sort_values("start_ns")
-    if df.empty:
+    start_ns = _column(timeline, "start_ns")
+    order = np.argsort(start_ns, kind="quicksort")  # as DataFrame.sort_values orders (ties included)
+    if not len(order):
         ax.set_title("(c) one decode step: no kernels", loc="left", fontweight="bold")
         ax.set_yticks([])
         return
-    t0 = int(df["start_ns"].min()) if step_start_ns is None else int(step_start_ns)
-    x = (df["start_ns"].to_numpy(dtype=float) - t0) / 1e3
-    w = df["dur_ns"].to_numpy(dtype=float) / 1e3
-    site = df["site"].fillna("").astype(str).str.lower().to_numpy() if "site" in df else np.full(len(df), "")
+    start = start_ns[order]
+    t0 = int(start.min()) if step_start_ns is None else int(step_start_ns)
+    x = (start.astype(float) - t0) / 1e3
+    w = _column(timeline, "dur_ns")[order].astype(float) / 1e3
+    sites = _column(timeline, "site")[order].tolist() if "site" in timeline else [""] * len(order)
+    site = np.array([_site_text(v) for v in sites], dtype=object)
     styles = kind_styles([k for k in dict.fromkeys(site.tolist()) if k])  # kinds in order of first copy
     kinds = [k for k in styles if np.any(site == k)]
     lanes = ["all kernels"] + [styles[k][0].replace("copy", "copies") for k in kinds]
@@ -235,7 +240,7 @@ def plot_timeline(ax: Axes, timeline: pd.DataFrame, *, step_start_ns: int | None
     ax.set_yticks(range(len(lanes)), lanes)
     ax.grid(axis="x", alpha=0.3)
     ncopy = int(np.sum(site != ""))
-    ax.set_title(f"(c) one decode step: {len(df)} kernels, {ncopy} {'copy' if ncopy == 1 else 'copies'}, "
+    ax.set_title(f"(c) one decode step: {len(order)} kernels, {ncopy} {'copy' if ncopy == 1 else 'copies'}, "
                  f"{fmt_ms(end)} \u00b5s",
                  loc="left", fontweight="bold")
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(handles), fontsize=8,
@@ -243,7 +248,7 @@ def plot_timeline(ax: Axes, timeline: pd.DataFrame, *, step_start_ns: int | None
 
 
 def build_report_figure(*, periods: Mapping[str, np.ndarray], sites: Mapping[str, Sequence[tuple[str, float]]],
-                        timeline: pd.DataFrame | None, title: str, shift: ShiftResult | None = None,
+                        timeline: Any, title: str, shift: ShiftResult | None = None,
                         period_label: str = "step period (ms)") -> Figure:
     """The three panels in one figure: (a) | (b) on top, (c) full width below (omitted if None)."""
     with_tl = timeline is not None
@@ -263,7 +268,7 @@ def build_report_figure(*, periods: Mapping[str, np.ndarray], sites: Mapping[str
 
 
 def plot_report(path: str | Path, *, periods: Mapping[str, np.ndarray],
-                sites: Mapping[str, Sequence[tuple[str, float]]], timeline: pd.DataFrame | None, title: str,
+                sites: Mapping[str, Sequence[tuple[str, float]]], timeline: Any, title: str,
                 shift: ShiftResult | None = None, period_label: str = "step period (ms)", dpi: int = 150) -> Path:
     """Write the report figure to ``path`` (``.png`` or ``.svg``, chosen by the extension)."""
     p = Path(path)
@@ -275,6 +280,17 @@ def plot_report(path: str | Path, *, periods: Mapping[str, np.ndarray],
                               period_label=period_label)
     fig.savefig(p, dpi=dpi, format=p.suffix.lower()[1:])
     return p
+
+
+def _column(table: Any, name: str) -> np.ndarray:
+    """A column of a timeline table as a numpy array (a categorical's strings, None where missing)."""
+    col = table[name]
+    return col.strings(None) if isinstance(col, Categorical) else np.asarray(col)
+
+
+def _site_text(v: Any) -> str:
+    """A site as the timeline draws it: lower case, "" for a missing one (None or NaN)."""
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v).lower()
 
 
 def _sum_by_label(rows: Sequence[tuple[str, float]]) -> dict[str, float]:

@@ -54,11 +54,7 @@ def write_plots(path: str, runs: list[RunReport], paths: tuple[str, ...], names:
         sites[n] = rows
     shift = _drawn_shift(comparison)
     tl = runs[0].timeline
-    timeline = None
-    if tl is not None:
-        import pandas as pd
-
-        timeline = pd.DataFrame({"start_ns": tl.start_ns, "dur_ns": tl.dur_ns, "name": tl.name, "site": tl.site})
+    timeline = None if tl is None else {"start_ns": tl.start_ns, "dur_ns": tl.dur_ns, "name": tl.name, "site": tl.site}
     title = " vs ".join(names) if len(runs) == 2 else f"copyprof: {names[0]}"
     if not periods:
         raise CopyprofError("nothing to plot: no decode steps with a period were found", path=paths[0])

@@ -14,14 +14,18 @@ Classes:
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
-from copyprof.events import code_flags
+from copyprof.columns import Categorical, Columns
 
 if TYPE_CHECKING:
     import pandas as pd
+
+# The event table: ``Columns`` on the report path; a DataFrame still works here for code off it
+# (inspect, a library user) that reads ``trace.events``.
+Table = Union[Columns, "pd.DataFrame"]
 
 # Kernels that ARE device-to-device memcpy commands.
 D2D_KERNEL_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -114,41 +118,56 @@ def kernel_copy_class(name: str) -> str:
     return ""
 
 
-def _class_by_name(events: pd.DataFrame) -> np.ndarray:
-    names = events["name"].cat.categories
-    return np.array([kernel_copy_class(n) for n in names], dtype=object)
+def _column(events: Table, name: str) -> np.ndarray:
+    """A numeric column as a numpy array (a ``Columns`` column is one already; a Series' values)."""
+    return np.asarray(events[name])
 
 
-def _by_code(events: pd.DataFrame, per_name: np.ndarray, missing: object) -> np.ndarray:
+def _cat(events: Table, name: str) -> Categorical:
+    """A string column as a ``Categorical`` (a pandas categorical through its codes: no string per row)."""
+    col = events[name]
+    if isinstance(col, Categorical):
+        return col
+    if hasattr(col, "cat"):  # a pandas categorical Series
+        return Categorical(col.cat.codes.to_numpy(), col.cat.categories.tolist())
+    return Categorical.from_values(np.asarray(col, dtype=object))
+
+
+def _class_by_name(names: Categorical) -> np.ndarray:
+    return np.array([kernel_copy_class(str(n)) for n in names.categories.tolist()], dtype=object)
+
+
+def _by_code(names: Categorical, per_name: np.ndarray, missing: object) -> np.ndarray:
     """A per-name value for every event, through the Categorical's codes (no string per event)."""
-    codes = events["name"].cat.codes.to_numpy()
-    return per_name[codes] if len(per_name) else np.full(len(events), missing, dtype=per_name.dtype)
+    return per_name[names.codes] if len(per_name) else np.full(len(names), missing, dtype=per_name.dtype)
 
 
-def copy_class(events: pd.DataFrame) -> pd.Series:
-    """Copy class of every event (see module docstring), as a string Series."""
-    kernel_cls = _by_code(events, _class_by_name(events), "")
-    kind = events["kind"].to_numpy()
+def copy_class(events: Table) -> np.ndarray | pd.Series:
+    """Copy class of every event (see module docstring): an object array of strings for a
+    ``Columns`` table, a string Series (on the frame's index) for a DataFrame."""
+    names, kind = _cat(events, "name"), _cat(events, "kind")
+    kernel_cls = _by_code(names, _class_by_name(names), "")
     out = np.where(kind == "kernel", kernel_cls, "")
     is_memcpy = kind == "memcpy"
-    d2d_dir = events["copy_dir"].isin(D2D_DIRECTIONS).to_numpy()
+    d2d_dir = _cat(events, "copy_dir").isin(D2D_DIRECTIONS)
     out = np.where(is_memcpy & d2d_dir, "d2d", out)
     out = np.where(is_memcpy & ~d2d_dir, "other_copy", out)
-    out = np.where(kind == "memset", "memset", out)
-    import pandas as pd
+    out = np.where(kind == "memset", "memset", out).astype(object)
+    if isinstance(events, Columns):
+        return out
+    import pandas as pd  # a DataFrame's caller has pandas loaded already
 
     return pd.Series(out, index=events.index, dtype=object)
 
 
-def d2d_mask(events: pd.DataFrame) -> np.ndarray:
+def d2d_mask(events: Table) -> np.ndarray:
     """``copy_class(events) == "d2d"`` without building a string per event (the census's filter)."""
-    kernel_d2d = _by_code(events, _class_by_name(events) == "d2d", False)
-    kernel = (events["kind"] == "kernel").to_numpy()
-    memcpy = (events["kind"] == "memcpy").to_numpy()
-    return (kernel & kernel_d2d) | (memcpy & events["copy_dir"].isin(D2D_DIRECTIONS).to_numpy())
+    names, kind = _cat(events, "name"), _cat(events, "kind")
+    kernel_d2d = _by_code(names, _class_by_name(names) == "d2d", False)
+    return ((kind == "kernel") & kernel_d2d) | ((kind == "memcpy") & _cat(events, "copy_dir").isin(D2D_DIRECTIONS))
 
 
-def resolve_bytes_at(events: pd.DataFrame, rows: np.ndarray, cus: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def resolve_bytes_at(events: Table, rows: np.ndarray, cus: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bytes (int64) and their source (object array) of the copies at positional ``rows``,
     filling those the trace left unknown: correlated runtime call, else launch geometry.
 
@@ -160,20 +179,17 @@ def resolve_bytes_at(events: pd.DataFrame, rows: np.ndarray, cus: int | None = N
       upper bound is known (bytes in (bound - 512*elem, bound]); marked ``grid-bound``. When
       the grid is saturated (CUs*512 work-items) the size is unknown and stays -1.
     """
-    nbytes = events["bytes"].to_numpy()[rows].astype(np.int64)
-    src_col = events["bytes_src"]
-    if src_col.dtype.name == "category":  # through the codes: no string per event
-        src = src_col.cat.categories.to_numpy(dtype=object)[src_col.cat.codes.to_numpy()[rows]]
-    else:
-        src = src_col.to_numpy(dtype=object)[rows]
+    all_bytes = _column(events, "bytes")
+    nbytes = all_bytes[rows].astype(np.int64)
+    src_col = _cat(events, "bytes_src")  # through the codes: no string per event
+    src = src_col.categories[src_col.codes[rows]]
     need = nbytes < 0
     if not need.any():
         return nbytes, src
     # 1) the runtime call with the same correlation id (hipMemcpyAsync rows carry bytes/size);
     #    the first such call wins when an id repeats.
-    corr = events["correlation"].to_numpy()
-    all_bytes = events["bytes"].to_numpy()
-    rt = np.flatnonzero((events["kind"] == "runtime").to_numpy() & (all_bytes >= 0) & (corr >= 0))
+    corr = _column(events, "correlation")
+    rt = np.flatnonzero((_cat(events, "kind") == "runtime") & (all_bytes >= 0) & (corr >= 0))
     if len(rt):
         keys, first = np.unique(corr[rt], return_index=True)
         looked = corr[rows]
@@ -183,12 +199,12 @@ def resolve_bytes_at(events: pd.DataFrame, rows: np.ndarray, cus: int | None = N
         src[take] = "runtime"
         need &= ~take
     # 2) launch geometry (vectorised: a census asks this for tens of thousands of copies).
-    grid_x = events["grid_x"].to_numpy()[rows]
+    grid_x = _column(events, "grid_x")[rows]
     at = np.flatnonzero(need & (grid_x > 0))
     if not len(at):
         return nbytes, src
     gx = grid_x[at].astype(np.int64)
-    bx = events["block_x"].to_numpy()[rows[at]].astype(np.int64)
+    bx = _column(events, "block_x")[rows[at]].astype(np.int64)
     memcpy, blit = _geometry_kernels(events, rows[at])
     nbytes[at[memcpy]] = gx[memcpy] * np.where(bx[memcpy] > 0, bx[memcpy], 256) * 4
     src[at[memcpy]] = "grid"
@@ -209,16 +225,12 @@ def _is_linear_blit(name: str) -> bool:
     return name.startswith("__amd_rocclr_copyBuffer") and "Rect" not in name and "Batch" not in name
 
 
-def _geometry_kernels(events: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _geometry_kernels(events: Table, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For the events at ``rows``: a CUDA ``memcpy*`` copy kernel, and a rocclr linear blit (not
     Rect, not Batch) — the two whose launch geometry gives their size. Judged once per name."""
-    col = events["name"]
-    if col.dtype.name == "category":  # as every built table has it
-        codes = col.cat.codes.to_numpy()[rows]
-        return code_flags(col, _is_memcpy_kernel)[codes], code_flags(col, _is_linear_blit)[codes]
-    names = [str(n) for n in col.to_numpy(dtype=object)[rows]]
-    return (np.array([_is_memcpy_kernel(n) for n in names], dtype=bool),
-            np.array([_is_linear_blit(n) for n in names], dtype=bool))
+    col = _cat(events, "name")
+    codes = col.codes[rows]
+    return col.flags(_is_memcpy_kernel)[codes], col.flags(_is_linear_blit)[codes]
 
 
 def bytes_match(nbytes: np.ndarray, bytes_src: np.ndarray, target: int) -> np.ndarray:

@@ -66,7 +66,7 @@ def _calls_by_process(monkeypatch: pytest.MonkeyPatch, log: Path, fail_in_childr
 
 
 def _figures(analysis: rank_pool.RankAnalysis) -> tuple[str, str]:
-    return analysis.census.per_step.to_json(), analysis.census.copies.to_json()
+    return analysis.census.per_step.to_pandas().to_json(), analysis.census.copies.to_pandas().to_json()
 
 
 def _processes(log: Path) -> set[int]:

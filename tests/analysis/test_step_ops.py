@@ -15,6 +15,7 @@ import pytest
 from copyprof.analysis.steps import ops as step_ops, projection as step_projection
 from copyprof.analysis.steps import segment as steps_module
 from copyprof.analysis.steps.segment import Steps, step_extents
+from copyprof.columns import Columns
 from copyprof.events import KINDS
 
 
@@ -43,7 +44,7 @@ def test_counted_rows_equal_a_stable_lexsort(seed: int, monkeypatch: pytest.Monk
     counted = np.array([0, 2, 3, 5, 9])  # 9: a counted step no row has
     monkeypatch.setattr(step_ops, "ROWS_PER_PASS", int(rng.integers(1, 700)))
     monkeypatch.setattr(step_ops, "MAX_RUNS", 1 << 16 if seed % 4 else int(rng.integers(1, 40)))  # both paths
-    got, _, _ = step_ops._counted_rows(events, Steps("test", pd.DataFrame(), step_of, device), counted)
+    got, _, _ = step_ops._counted_rows(Columns.from_pandas(events), Steps("test", Columns(), step_of, device), counted)
     pick = events["on_gpu"].to_numpy() & events["kind"].isin(["kernel", "memcpy", "memset"]).to_numpy()
     pick &= np.isin(step_of, counted) & ((events["device"].to_numpy() == device) if device >= 0 else True)
     rows = np.flatnonzero(pick)
@@ -116,5 +117,5 @@ def test_correlation_projection_follows_its_definition(seed: int, monkeypatch: p
     gpu_mask = np.isin(kind, ["kernel", "memcpy"])
     monkeypatch.setattr(step_projection, "ROWS_PER_PASS", int(rng.integers(1, 300)))
     got = np.full(n, -1, dtype=steps_module.STEP_DTYPE)
-    step_projection.project_through_correlations(events, ann, gpu_mask, got)
+    step_projection.project_through_correlations(Columns.from_pandas(events), Columns.from_pandas(ann), gpu_mask, got)
     assert got.tolist() == _projection_by_definition(events, ann, gpu_mask).tolist()

@@ -111,7 +111,7 @@ def test_the_next_standing_out_gap_is_tried():
 @pytest.mark.skipif(not MI350X.is_file(), reason="shared sample not present")
 def test_mi350x_training_run_has_no_steps_and_says_where_the_copies_are():
     [trace] = read_runs([str(MI350X)])
-    steps = segment(trace.events)
+    steps = segment(trace.table)
     assert steps.rule == "none"
     assert "3,153 device-to-device copies" in steps.warnings[0]
     assert "no segment size repeats" in steps.warnings[0]
@@ -155,4 +155,4 @@ def test_graph_launch_steps_are_flagged():
     assert steps.rule == "graph-launch" and len(steps.decode) == 4
     assert steps.warnings and "each of the 4 graph launches is taken as one step" in steps.warnings[0]
     assert not any("graph launch" in n for n in steps.notes)  # said once, as the warning
-    assert np.all(steps.decode["n_events"].to_numpy() == 12)
+    assert np.all(steps.decode["n_events"] == 12)

@@ -62,11 +62,10 @@ def _training(backward_tid: int, steps: int = 3) -> _Trace:
 
 def test_backward_thread_work_belongs_to_the_step(tmp_path):
     [trace] = read_kineto(_training(BACKWARD).write(tmp_path / "train.json"))
-    steps = segment(trace.events)
+    steps = segment(trace.table)
     assert steps.rule == "annotation (profiler-step)"
     assert steps.table["n_events"].tolist() == [7, 7, 7]  # 4 kernels + 3 copies per step
-    ev = trace.events
-    late = (ev["start_ns"] == 5_005_000).to_numpy()
+    late = trace.table["start_ns"] == 5_005_000
     assert (steps.step_of[late] == -1).all()  # launched outside every window
     note = next(n for n in steps.notes if "other threads" in n)
     assert note.startswith("9 of the 21 GPU ops in the steps (9 device-to-device copies)")  # what the thread alone misses
@@ -81,7 +80,7 @@ def test_one_thread_traces_keep_their_steps_and_say_nothing(tmp_path):
         for i in range(5):
             t.launch(MAIN, 1000.0 * s + 10 * (i + 1), copy=i == 2)
     [trace] = read_kineto(t.write(tmp_path / "vllm.json"))
-    steps = segment(trace.events)
+    steps = segment(trace.table)
     assert steps.rule == "annotation (vllm)" and steps.table["n_events"].tolist() == [5, 5, 5]
     assert not any("other threads" in n for n in steps.notes)
 
@@ -95,10 +94,10 @@ def test_a_threads_own_ranges_win_over_anothers(tmp_path):
     t.launch(MAIN, 150.0, copy=False)
     t.launch(BACKWARD, 200.0, copy=True)
     [trace] = read_kineto(t.write(tmp_path / "two.json"))
-    steps = segment(trace.events)
-    ev = trace.events
-    kernel, copy = (ev["kind"] == "kernel").to_numpy(), (ev["kind"] == "memcpy").to_numpy()
-    labels = steps.table.set_index("step")["label"]
+    steps = segment(trace.table)
+    ev = trace.table
+    kernel, copy = ev["kind"] == "kernel", ev["kind"] == "memcpy"
+    labels = steps.table.to_pandas().set_index("step")["label"]
     assert labels[steps.step_of[kernel][0]] == "ProfilerStep#0"
     assert labels[steps.step_of[copy][0]] == "ProfilerStep#1"
     assert not any("other threads" in n for n in steps.notes)

@@ -44,7 +44,7 @@ def test_every_copy_has_the_truths_role_layer_and_kind(name, analysed):
     a = analysed(name)
     t = truth(a.run)
     want = Counter((c["bytes"], c["role"], c["layer"], c["kind"]) for c in t["copies"])
-    cp = a.rank.census.copies
+    cp = a.rank.census.copies.to_pandas()
     assert cp["step"].nunique() == t["steps"]
     for step, g in cp.groupby("step"):
         got = Counter((int(b), str(r), int(ell), str(k)) for b, r, ell, k in
@@ -56,7 +56,7 @@ def test_every_copy_has_the_truths_role_layer_and_kind(name, analysed):
 def test_the_moe_output_copies_are_in_the_moe_layers_of_the_pattern(name, analysed):
     a = analysed(name)
     moe_layers = [i + 1 for i, c in enumerate(_pattern(a.run)) if c == "E"]
-    cp = a.rank.census.copies
+    cp = a.rank.census.copies.to_pandas()
     out = cp[cp["role"] == "mlp-output"]
     for _, g in out.groupby("step"):
         assert g["layer"].tolist() == moe_layers and set(g["kind"]) == {"moe"}

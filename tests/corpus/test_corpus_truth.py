@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from tests.corpus.conftest import CORPUS, RUNS, run_named, truth
@@ -29,7 +30,7 @@ def test_every_step_has_the_truths_copies_roles_and_layers(name, analysed):
     t = truth(a.run)
     want = Counter((c["bytes"], c["role"], c["layer"]) for c in t["copies"])
     assert len(a.rank.steps.decode) == t["steps"], "every annotated decode step is counted"
-    steps = sorted(a.rank.census.copies["step"].unique()) if len(a.rank.census.copies) else []
+    steps = sorted(a.rank.census.copies.to_pandas()["step"].unique()) if len(a.rank.census.copies) else []
     if t["copies_per_step"]:
         assert len(steps) == t["steps"]
     for s in steps:
@@ -103,9 +104,9 @@ def test_a_gpu_only_timeline_gets_the_truths_steps_or_none(name):
     from copyprof.reading import read_runs
 
     r = run_named(name)
-    ev = next(t for t in read_runs([str(CORPUS / "runs" / name)]) if t.meta.role == "rank").events
-    gpu = ev[ev["on_gpu"].to_numpy() & ev["kind"].isin(["kernel", "memcpy", "memset"]).to_numpy()].reset_index(drop=True)
-    gpu["correlation"] = -1
+    ev = next(t for t in read_runs([str(CORPUS / "runs" / name)]) if t.meta.role == "rank").table
+    gpu = ev[ev["on_gpu"] & ev["kind"].isin(["kernel", "memcpy", "memset"])]
+    gpu["correlation"] = np.full(len(gpu), -1, dtype=np.int64)
     steps = segment(gpu)
     assert steps.rule in ("idle-gap", "none")
     if steps.rule == "none":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from copyprof.columns import Categorical
 from copyprof.events import CLOCK_COLUMNS, COMPACT_COLUMNS, EventTableBuilder, compact_ints, narrowest_int
 from copyprof.readers.kineto.reader import ColumnBuffer
 
@@ -47,7 +48,8 @@ def test_builder_compacts_every_integer_column_but_the_clock() -> None:
     assert ev["rank"].dtype == np.int8 and ev["device"].dtype == np.int8
     assert ev["stream"].dtype == np.int64 and ev["stream"].tolist() == [7, 2**33]  # a host tid beyond int32
     assert ev["correlation"].dtype == np.int32 and ev["grid_x"].dtype == np.int16 and ev["block_x"].dtype == np.int16
-    assert set(COMPACT_COLUMNS) | set(CLOCK_COLUMNS) == {c for c in ev.columns if ev[c].dtype.kind == "i"}
+    assert set(COMPACT_COLUMNS) | set(CLOCK_COLUMNS) == {c for c in ev.names if isinstance(ev[c], np.ndarray)
+                                                          and ev[c].dtype.kind == "i"}
 
 
 def test_chunked_columns_widen_when_a_later_chunk_needs_it() -> None:
@@ -89,9 +91,10 @@ def test_resolved_copy_sizes_are_not_wrapped_by_a_narrow_bytes_column() -> None:
 
 def test_analysis_strings_are_python_objects_under_the_cli_option() -> None:
     # Where pyarrow is installed, pandas >= 3 stores inferred strings as Arrow arrays; loading
-    # its compute library cost ~50 MB in a report (copyprof/reading.py: use_python_strings). Under the
-    # option the commands set, the census' string columns must be Python-stored, and the
-    # report must not change (the acceptance tests compare its figures).
+    # its compute library cost ~50 MB in a report (copyprof/reading.py: use_python_strings). The
+    # census' and the steps' tables are Columns: their string columns must be numpy object
+    # arrays of Python strings (no pandas or Arrow storage, whatever pandas' option says), and
+    # the report must not change (the acceptance tests compare its figures).
     import pandas as pd
 
     from copyprof.analysis.report import analyze_rank
@@ -105,8 +108,10 @@ def test_analysis_strings_are_python_objects_under_the_cli_option() -> None:
         use_python_strings()
         ra = analyze_rank(trace, load_layout("kimi-k3"))
     frames = {"copies": ra.census.copies, "steps": ra.steps.table}
-    strings = [(name, col) for name, f in frames.items() for col in f.columns if isinstance(f[col].dtype, pd.StringDtype)]
-    if int(pd.__version__.split(".")[0]) >= 3:  # pandas 2 keeps such columns as plain object arrays
-        assert ("copies", "site") in strings and ("steps", "label") in strings, strings
-    assert all(frames[name][col].dtype.storage == "python" for name, col in strings), strings
+    strings = [(name, col) for name, f in frames.items() for col in f.names
+               if isinstance(f[col], np.ndarray) and f[col].dtype == object and len(f[col])
+               and all(isinstance(v, str) for v in f[col].tolist())]
+    assert ("copies", "site") in strings and ("steps", "label") in strings, strings
+    assert all(isinstance(f[col], (np.ndarray, Categorical)) for f in frames.values() for col in f.names), \
+        "every column is a numpy array or a Categorical, never pandas storage"
     assert (ra.census.copies["site"] == "mla").sum() == 24 * len(ra.census.per_step)  # 24 MLA layers per step

@@ -16,10 +16,10 @@ layer map, computed once; the per-step work is vectorised over each step's copie
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from copyprof.analysis.census.attribution import StepVerdict, anchor_agreement, summarise_attribution
 from copyprof.analysis.census.by_order import order_attribution
@@ -33,7 +33,7 @@ from copyprof.analysis.sources.frames import NO_STACKS, CopySources, copy_source
 from copyprof.analysis.steps.gpu_time import gpu_time_per_step
 from copyprof.analysis.steps.ops import StepOps, step_ops
 from copyprof.analysis.steps.segment import Steps
-from copyprof.events import BYTES_SOURCES
+from copyprof.columns import Categorical, Columns, group_ids
 from copyprof.models import PRESETS, ModelLayout
 from copyprof.taxonomy.copies import bytes_match
 from copyprof.vocabulary import UNATTRIBUTED_SITE
@@ -41,39 +41,42 @@ from copyprof.vocabulary import UNATTRIBUTED_SITE
 COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "role", "kind",
                 "layer", "slot", "place", "next_kernel", "prev_kernel", "row"]
 SOURCE_COLUMNS = ["source", "stack", "why", "shape"]  # analysis/sources/frames.py: the code that issued each copy
+LAYER_COLUMNS = ["step", "layer", "kind", "start_ns", "end_ns"]
 
 
 @dataclass
 class Census:
-    """Copies of the counted steps (one row per copy) and per-step figures.
+    """Copies of the counted steps (one row per copy) and per-step figures, as ``Columns``.
 
-    copies.site: the layer kind for an attributed post-projection copy, ``post-proj`` for one
-    whose layer is unknown, else the role (placement | allreduce-staging | other); role, kind
-    (of the copy's layer, "" outside), layer (1-indexed, 0 outside every layer), slot."""
+    copies: COPY_COLUMNS, graph_id, graph_node, in_graph, SOURCE_COLUMNS, then block, evidence,
+    structure_said, agree (True/False/None). copies.site: the layer kind for an attributed
+    post-projection copy, ``post-proj`` for one whose layer is unknown, else the role
+    (placement | allreduce-staging | other); role, kind (of the copy's layer, "" outside),
+    layer (1-indexed, 0 outside every layer), slot."""
 
-    copies: pd.DataFrame
-    per_step: pd.DataFrame
+    copies: Columns
+    per_step: Columns  # one row per counted step with ops; no columns when there is none
     kinds: tuple[str, ...] = ()
     attribution: Attribution = field(default_factory=Attribution)
     notes: list[str] = field(default_factory=list)
-    layers: pd.DataFrame | None = None  # with keep_layers: step, layer (1-indexed), kind, start_ns, end_ns
+    layers: Columns | None = None  # with keep_layers: step, layer (1-indexed), kind, start_ns, end_ns
     op_rows: np.ndarray | None = None  # table positions of the counted steps' GPU ops, in (step, start) order
     op_steps: np.ndarray | None = None  # the counted steps with ops (ascending) and each one's first position
     op_first: np.ndarray | None = None  # in op_rows
 
 
-def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, *,
+def take_census(events: Columns, steps: Steps, layout: ModelLayout | None, *,
                 cus: int | None = None, all_steps: bool = False, keep_layers: bool = False,
                 op_shapes: dict[str, str] | None = None) -> Census:
     table = steps.table if all_steps else steps.decode
-    ops = step_ops(events, steps, table["step"].to_numpy(), cus, per_op=layout is not None)
+    ops = step_ops(events, steps, table["step"], cus, per_op=layout is not None)
     tokens = _tokens(table, ops, layout)
     step_ids, op_bounds, copy_bounds = ops.step_bounds()
     n = len(ops.c_pos)
-    role = np.full(n, OTHER, dtype=object)
+    role = _filled(n, OTHER)
     layer = np.full(n, -1, dtype=np.int64)
     slot = np.zeros(n, dtype=np.int64)
-    place = np.full(n, "", dtype=object)
+    place = _filled(n, "")
     c_bytes, c_src = ops.c_bytes.copy(), ops.c_src.copy()
     maps: dict[int, LayerMap] = {}
     verdicts: list[StepVerdict] = []
@@ -106,10 +109,9 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     copies = _copies_frame(events, ops, pos, c_bytes, c_src, role, layer, slot, place, layout, replayed)
     _add_sources(copies, found)
     _add_evidence(copies, evidence, role)
-    ps = pd.DataFrame(per_step)
+    ps = _per_step_table(per_step, table)
     if not ps.empty:
-        ps = _with_gpu_time(ps.merge(table[["step", "period_ns", "span_ns"]], on="step", how="left"), events, ops,
-                            op_replayed)
+        ps = _with_gpu_time(ps, events, ops, op_replayed)
     census = Census(copies=copies, per_step=ps, kinds=kinds, op_rows=ops.o_row, op_steps=ops.step_ids,
                     op_first=ops.op_first)
     if keep_layers and layout is not None:
@@ -122,12 +124,39 @@ def take_census(events: pd.DataFrame, steps: Steps, layout: ModelLayout | None, 
     return census
 
 
-def _with_gpu_time(ps: pd.DataFrame, events: pd.DataFrame, ops: StepOps, replayed: np.ndarray) -> pd.DataFrame:
+def _per_step_table(per_step: list[dict[str, object]], table: Columns) -> Columns:
+    """The per-step figures as a table (``tokens`` int or None), with each step's period and
+    span from the steps' table (every counted step is one of its rows)."""
+    if not per_step:
+        return Columns()
+    out = Columns(n=len(per_step))
+    for key in per_step[0]:
+        values = [row[key] for row in per_step]
+        out[key] = _objects(values) if key == "tokens" else np.asarray(values)
+    where = {int(s): i for i, s in reversed(list(enumerate(table["step"].tolist())))}
+    at = np.array([where[int(s)] for s in out["step"].tolist()], dtype=np.int64)
+    out["period_ns"], out["span_ns"] = table["period_ns"][at], table["span_ns"][at]
+    return out
+
+
+def _filled(n: int, value: object) -> np.ndarray:
+    """An object array of ``n`` references to ``value``. (``np.full`` with a string makes a
+    string object per element: 3.4 MB more per column at 65k copies.)"""
+    out = np.empty(n, dtype=object)
+    out.fill(value)
+    return out
+
+
+def _objects(values: Sequence[object]) -> np.ndarray:
+    """``values`` as an object array, one element per value (tuples stay whole)."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def _with_gpu_time(ps: Columns, events: Columns, ops: StepOps, replayed: np.ndarray) -> Columns:
     """The per-step figures with each step's GPU busy time and graph-replay span (steps/gpu_time.py)."""
     assert ops.o_row is not None
-    busy, replay = gpu_time_per_step(events["start_ns"].to_numpy(), events["dur_ns"].to_numpy(), ops.o_row,
-                                     ops.op_first, replayed)
-    at = pd.Index(ops.step_ids).get_indexer(ps["step"].to_numpy())
+    busy, replay = gpu_time_per_step(events["start_ns"], events["dur_ns"], ops.o_row, ops.op_first, replayed)
+    at = np.searchsorted(ops.step_ids, ps["step"])  # every step of ps has ops: step_ids holds it
     ps["busy_ns"], ps["replay_ns"] = busy[at], replay[at]
     return ps
 
@@ -209,35 +238,38 @@ def _sites(role: np.ndarray, layer: np.ndarray, layout: ModelLayout | None) -> n
     return site
 
 
-def _copies_frame(events: pd.DataFrame, ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray, role: np.ndarray,
+def _copies_frame(events: Columns, ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray, role: np.ndarray,
                   layer: np.ndarray, slot: np.ndarray, place: np.ndarray, layout: ModelLayout | None,
-                  in_graph: np.ndarray) -> pd.DataFrame:
+                  in_graph: np.ndarray) -> Columns:
+    n = len(role)
     kinds = np.asarray(layout.layer_kinds if layout is not None else (), dtype=object)
-    kind = np.full(len(role), "", dtype=object)
+    kind = _filled(n, "")
     if len(kinds):
         kind[layer >= 0] = kinds[layer[layer >= 0]]
-    frame = pd.DataFrame({
-        "step": ops.c_step.astype(np.int64), "pos": pos,
-        "name": pd.Categorical.from_codes(ops.c_code, categories=ops.categories) if len(ops.categories)
-        else pd.Categorical([""] * len(pos)),
-        "bytes": nbytes, "bytes_src": pd.Categorical(src, categories=BYTES_SOURCES),
-        "start_ns": ops.c_start, "dur_ns": ops.c_dur, "gap_ns": ops.c_gap,
-        "site": _sites(role, layer, layout), "role": role.astype(object), "kind": kind,
-        "layer": layer + 1, "slot": slot, "place": place, "next_kernel": ops.c_next, "prev_kernel": ops.c_prev,
-        "row": ops.c_row if ops.c_row is not None else np.full(len(role), -1),
-    })
-    frame["graph_id"], frame["graph_node"] = graph_nodes(events, ops.c_row, len(frame))
-    frame["in_graph"] = in_graph
-    return frame[COPY_COLUMNS + ["graph_id", "graph_node", "in_graph"]]
+    name = Categorical(ops.c_code, ops.categories).strings(None) if len(ops.categories) else _filled(n, "")
+    graph_id, graph_node = graph_nodes(events, ops.c_row, n)
+    return Columns({
+        "step": ops.c_step.astype(np.int64, copy=False), "pos": pos.astype(np.int64, copy=False), "name": name,
+        "bytes": nbytes.astype(np.int64, copy=False), "bytes_src": np.asarray(src, dtype=object),
+        "start_ns": ops.c_start.astype(np.int64, copy=False), "dur_ns": ops.c_dur.astype(np.int64, copy=False),
+        "gap_ns": ops.c_gap.astype(np.int64, copy=False), "site": _sites(role, layer, layout),
+        "role": np.asarray(role, dtype=object), "kind": kind, "layer": (layer + 1).astype(np.int64, copy=False),
+        "slot": slot.astype(np.int64, copy=False),
+        "place": np.asarray(place, dtype=object), "next_kernel": np.asarray(ops.c_next, dtype=object),
+        "prev_kernel": np.asarray(ops.c_prev, dtype=object),
+        "row": ops.c_row.astype(np.int64, copy=False) if ops.c_row is not None else np.full(n, -1, dtype=np.int64),
+        "graph_id": np.asarray(graph_id, dtype=np.int64), "graph_node": np.asarray(graph_node, dtype=np.int64),
+        "in_graph": np.asarray(in_graph, dtype=bool),
+    }, n)
 
 
-def _layer_spans(events: pd.DataFrame, ops: StepOps, op_bounds: np.ndarray, maps: dict[int, LayerMap],
-                 layout: ModelLayout) -> pd.DataFrame:
+def _layer_spans(events: Columns, ops: StepOps, op_bounds: np.ndarray, maps: dict[int, LayerMap],
+                 layout: ModelLayout) -> Columns:
     """Each counted step's layers on the GPU timeline: first op start to last op end."""
     assert ops.o_row is not None
-    start = events["start_ns"].to_numpy()[ops.o_row]
-    end = start + events["dur_ns"].to_numpy()[ops.o_row]
-    parts = []
+    start = events["start_ns"][ops.o_row]
+    end = start + events["dur_ns"][ops.o_row]
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in LAYER_COLUMNS}
     for k, lm in maps.items():
         if lm.status != "ok":
             continue
@@ -245,77 +277,91 @@ def _layer_spans(events: pd.DataFrame, ops: StepOps, op_bounds: np.ndarray, maps
         lo = o0 + lm.starts
         hi = o0 + np.append(lm.starts[1:], lm.end)
         keep = hi > lo
-        parts.append(pd.DataFrame({
-            "step": int(ops.step_ids[k]), "layer": np.arange(1, lm.layers + 1)[keep],
-            "kind": np.asarray(layout.layer_kinds, dtype=object)[keep],
-            "start_ns": [int(start[a:b].min()) for a, b in zip(lo[keep].tolist(), hi[keep].tolist())],
-            "end_ns": [int(end[a:b].max()) for a, b in zip(lo[keep].tolist(), hi[keep].tolist())]}))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["step", "layer", "kind", "start_ns", "end_ns"])
+        spans = list(zip(lo[keep].tolist(), hi[keep].tolist()))
+        parts["step"].append(np.full(int(keep.sum()), int(ops.step_ids[k]), dtype=np.int64))
+        parts["layer"].append(np.arange(1, lm.layers + 1, dtype=np.int64)[keep])
+        parts["kind"].append(np.asarray(layout.layer_kinds, dtype=object)[keep])
+        parts["start_ns"].append(np.array([int(start[a:b].min()) for a, b in spans], dtype=np.int64))
+        parts["end_ns"].append(np.array([int(end[a:b].max()) for a, b in spans], dtype=np.int64))
+    empty = {"kind": np.empty(0, dtype=object)}
+    return Columns({c: np.concatenate(p) if p else empty.get(c, np.empty(0, dtype=np.int64)) for c, p in parts.items()})
 
 
-def _sources(events: pd.DataFrame, ops: StepOps, op_shapes: dict[str, str]) -> CopySources | None:
+def _sources(events: Columns, ops: StepOps, op_shapes: dict[str, str]) -> CopySources | None:
     """The issuing code of every copy, where the trace has Python stacks or shapes (else None)."""
     if len(ops.c_pos) and ops.c_row is not None and (op_shapes or (events["kind"] == "python").any()):
         return copy_sources(events, ops.c_row, op_shapes)
     return None
 
 
-def _evidence_notes(copies: pd.DataFrame, n_steps: int) -> list[str]:
+def _evidence_notes(copies: Columns, n_steps: int) -> list[str]:
     """Where the stack overruled structure, say so per role (the report must not hide it)."""
     if "agree" not in copies or not n_steps or copies.empty:
         return []
-    lost = copies[copies["agree"].eq(False)]  # False exactly: None ("one spoke") equals neither
-    out = []
-    for (said, now), g in lost.groupby(["structure_said", "role"]):
-        out.append(f"{len(g) / n_steps:g} copies per step placed as {said} by the kernel order were issued by "
-                   f"the {g['block'].iloc[0]} block's code (Python stack): taken as {now}")
-    return out
+    # False exactly: None ("one spoke") equals neither
+    lost = np.array([v is not None and not v for v in copies["agree"].tolist()], dtype=bool)
+    if not lost.any():
+        return []
+    said, now, block = (copies[c][lost] for c in ("structure_said", "role", "block"))
+    gid, first = group_ids(said, now, sort=True)
+    sizes = np.bincount(gid, minlength=len(first))
+    return [f"{int(size) / n_steps:g} copies per step placed as {said[i]} by the kernel order were issued by "
+            f"the {block[i]} block's code (Python stack): taken as {now[i]}"
+            for size, i in zip(sizes.tolist(), first.tolist())]
 
 
-def _add_evidence(copies: pd.DataFrame, evidence: Evidence | None, settled: np.ndarray) -> None:
+def _add_evidence(copies: Columns, evidence: Evidence | None, settled: np.ndarray) -> None:
     """Which evidence set each copy's role (a copy structure left to its size says ``size``)."""
+    n = len(copies)
     if evidence is None:
-        copies["block"], copies["evidence"], copies["structure_said"] = "", "", ""
-        copies["agree"] = pd.Series([None] * len(copies), index=copies.index, dtype=object)
+        for col in ("block", "evidence", "structure_said"):
+            copies[col] = _filled(n, "")
+        copies["agree"] = _filled(n, None)
         return
-    ev = evidence.evidence.copy()
-    ev[(ev == EvidenceKind.STRUCTURE.value) & (copies["place"].to_numpy() == Place.NO_LAYERS.value)] = EvidenceKind.SIZE.value
-    copies["block"], copies["evidence"], copies["structure_said"] = evidence.block, ev, evidence.structure_said
-    copies["agree"] = pd.Series(list(evidence.agree), index=copies.index, dtype=object)
+    ev = evidence.evidence.astype(object)
+    ev[(ev == EvidenceKind.STRUCTURE.value) & (copies["place"] == Place.NO_LAYERS.value)] = EvidenceKind.SIZE.value
+    copies["block"] = np.asarray(evidence.block, dtype=object)
+    copies["evidence"] = ev
+    copies["structure_said"] = np.asarray(evidence.structure_said, dtype=object)
+    copies["agree"] = _objects(list(evidence.agree))
 
 
-def _add_sources(copies: pd.DataFrame, found: CopySources | None) -> None:
+def _add_sources(copies: Columns, found: CopySources | None) -> None:
     """The issuing code of every copy, where the trace has Python stacks (else none, and why),
     and the shape its CPU op recorded, where the trace has shapes (else "")."""
+    n = len(copies)
     if found is not None:
-        copies["source"] = pd.Series(found.source, index=copies.index, dtype=object)
-        copies["stack"] = pd.Series([tuple(x) for x in found.stack], index=copies.index, dtype=object)
-        copies["why"] = pd.Series(found.why, index=copies.index, dtype=object)
-        copies["shape"] = pd.Series(found.shape, index=copies.index, dtype=object)
+        copies["source"] = _objects(found.source)
+        copies["stack"] = _objects([tuple(x) for x in found.stack])
+        copies["why"] = _objects(found.why)
+        copies["shape"] = _objects(found.shape)
     else:
-        copies["source"] = pd.Series([None] * len(copies), index=copies.index, dtype=object)
-        copies["stack"] = pd.Series([()] * len(copies), index=copies.index, dtype=object)
-        copies["why"] = NO_STACKS
-        copies["shape"] = ""
+        copies["source"] = _filled(n, None)
+        copies["stack"] = _filled(n, ())
+        copies["why"] = _filled(n, NO_STACKS)
+        copies["shape"] = _filled(n, "")
 
 
-def _tokens(table: pd.DataFrame, ops: StepOps, layout: ModelLayout | None) -> dict[int, int | None]:
+def _tokens(table: Columns, ops: StepOps, layout: ModelLayout | None) -> dict[int, int | None]:
     out: dict[int, int | None] = {}
-    for step_id, tok in zip(table["step"], table["tokens"]):
-        out[int(step_id)] = None if pd.isna(tok) else int(tok)
+    for step_id, tok in zip(table["step"].tolist(), table["tokens"].tolist()):
+        out[int(step_id)] = None if tok is None or tok != tok else int(tok)  # None or NaN: not known
     if layout is None or all(v is not None for v in out.values()):
         return out
-    inferred = _infer_tokens(pd.DataFrame({"bytes": ops.c_bytes, "bytes_src": ops.c_src}), layout)
+    inferred = _infer_tokens(ops.c_bytes, ops.c_src, layout)
     return {k: (v if v is not None else inferred) for k, v in out.items()}
 
 
-def _infer_tokens(copies: pd.DataFrame, layout: ModelLayout) -> int | None:
+def _infer_tokens(c_bytes: np.ndarray, c_src: np.ndarray, layout: ModelLayout) -> int | None:
     """N whose [N, hidden] copy size is seen most often. Exact sizes (bytes == N*hidden*dtype)
     win over rocclr grid bounds, which a smaller copy of another site can also fit."""
     per_token = layout.hidden * layout.dtype_bytes
     exact: dict[int, int] = {}
     bound: dict[int, int] = {}
-    for (nbytes, src), n in copies.groupby(["bytes", copies["bytes_src"].astype(str)]).size().items():
+    sizes: dict[tuple[int, str], int] = {}
+    for key in zip(c_bytes.tolist(), (str(x) for x in c_src.tolist())):
+        sizes[key] = sizes.get(key, 0) + 1
+    for (nbytes, src), n in sorted(sizes.items()):
         if nbytes <= 0:
             continue
         if src != "grid-bound":
@@ -331,6 +377,13 @@ def _infer_tokens(copies: pd.DataFrame, layout: ModelLayout) -> int | None:
         if votes:
             return max(votes, key=lambda t: (votes[t], t))
     return None
+
+
+def _descending(values: np.ndarray) -> np.ndarray:
+    """The order pandas' ``sort_values(ascending=False)`` gives (no NaN): a quicksort of the
+    reversed values, reversed back — which is how it breaks ties."""
+    rev = np.arange(len(values))[::-1]
+    return rev[values[::-1].argsort(kind="quicksort")][::-1]
 
 
 def _step_figures(step_id: int, n_tok: int | None, site: np.ndarray, dur: np.ndarray, gap: np.ndarray,
@@ -350,13 +403,16 @@ def _step_figures(step_id: int, n_tok: int | None, site: np.ndarray, dur: np.nda
     return out
 
 
-def _trace_alone(copies: pd.DataFrame, n_steps: int) -> list[str]:
+def _trace_alone(copies: Columns, n_steps: int) -> list[str]:
     """What the trace says without a layout: copy sizes that repeat many times per step (one
     per layer, probably), and a preset whose [N, hidden] copy and layer count they fit."""
     if copies.empty or not n_steps:
         return []
-    per_size = (copies.groupby("bytes").size() / n_steps).sort_values(ascending=False)
-    groups = [(int(b), float(p)) for b, p in per_size.items() if b > 0 and p >= 4 and float(p).is_integer()]
+    sizes, counts = np.unique(copies["bytes"], return_counts=True)
+    per_size = counts / n_steps
+    order = _descending(per_size)
+    groups = [(int(b), float(p)) for b, p in zip(sizes[order].tolist(), per_size[order].tolist())
+              if b > 0 and p >= 4 and float(p).is_integer()]
     out = []
     if groups:
         listed = ", ".join(f"{p:.0f} of {b:,} B" for b, p in groups[:3])

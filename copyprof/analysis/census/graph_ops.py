@@ -7,23 +7,22 @@ the copies' roles that the rest of the census settles.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
+from copyprof.columns import Columns
 from copyprof.taxonomy.copies import is_graph_launch
 
 
-def graph_replayed(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+def graph_replayed(events: Columns, rows: np.ndarray) -> np.ndarray:
     """Which GPU ops at ``rows`` a graph replay ran: their correlation id names a
     ``cudaGraphLaunch``/``hipGraphLaunch`` (their gap is then GPU time between graph nodes)."""
-    corr = events["correlation"].to_numpy()
-    runtime = np.flatnonzero((events["kind"] == "runtime").to_numpy() & (corr >= 0))  # on the codes, no object array
+    corr = events["correlation"]
+    runtime = np.flatnonzero((events["kind"] == "runtime") & (corr >= 0))  # on the codes, no object array
     out = np.zeros(len(rows), dtype=bool)
     if not len(runtime) or not len(rows):
         return out
-    names = events["name"].cat.categories
-    launch = np.array([is_graph_launch(str(n)) for n in names], dtype=bool)
-    codes = events["name"].cat.codes.to_numpy()
-    graph_calls = runtime[launch[codes[runtime]]] if len(names) else runtime[:0]
+    names = events["name"]
+    launch = names.flags(is_graph_launch)  # per name, and False for a missing one (code -1)
+    graph_calls = runtime[launch[names.codes[runtime]]]
     launched = np.unique(corr[graph_calls])
     if not len(launched):
         return out
@@ -35,11 +34,11 @@ def graph_replayed(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return (launched[at] == mine) & (mine >= 0)
 
 
-def graph_nodes(events: pd.DataFrame, rows: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
+def graph_nodes(events: Columns, rows: np.ndarray | None, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Each copy's graph id and node id where its graph id is known (> 0: CUPTI writes 0
     outside a graph; kineto#1567's ROCm node id is an ordinal, so node 0 is a node), else -1."""
     if rows is None or len(rows) != n:
         return np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
-    gid = events["graph_id"].to_numpy()[rows].astype(np.int64)
-    node = np.where(gid > 0, events["graph_node_id"].to_numpy()[rows].astype(np.int64), -1)
+    gid = events["graph_id"][rows].astype(np.int64)
+    node = np.where(gid > 0, events["graph_node_id"][rows].astype(np.int64), -1)
     return np.where(gid > 0, gid, -1), node

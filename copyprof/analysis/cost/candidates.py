@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from copyprof.analysis.census.copy_sites import METADATA, MLP_OUTPUT, OTHER, PLACEMENT, POST, STAGING
 from copyprof.analysis.results import Candidate
+from copyprof.columns import Columns, group_ids, group_rows
 from copyprof.vocabulary import CandidateForm, Role
 
 CHANGES = {
@@ -59,59 +60,73 @@ def producer_family(name: str) -> str:
     return re.sub(r"<.*", "", str(name)).strip()[:120]
 
 
-def _each_unique(values: pd.Series, fn: Callable[[Any], str]) -> pd.Series:
-    """``fn`` of each value, computed once per distinct value (a step repeats its copies)."""
-    seen = {v: fn(v) for v in pd.unique(values.astype(object))}
-    return values.astype(object).map(seen)
+def _codes(values: np.ndarray, fn: Callable[[Any], Any] | None = None) -> tuple[np.ndarray, list[Any]]:
+    """Each row's code and each code's value, ``fn`` of the row's value (computed once per
+    distinct value: a step repeats its copies) or the value itself; codes in order of first
+    appearance, one dictionary lookup per row, in C."""
+    items = values.tolist()
+    seen = dict.fromkeys(items)
+    mapped = {v: fn(v) for v in seen} if fn is not None else {v: v for v in seen}
+    labels = {m: i for i, m in enumerate(dict.fromkeys(mapped.values()))}
+    index = {v: labels[m] for v, m in mapped.items()}
+    return np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items)), list(labels)
 
 
-def copy_groups(copies: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+def copy_groups(copies: Columns) -> tuple[np.ndarray, list[str]]:
     """Each copy's group (an id, in order of first appearance) and each group's key: role +
     issuing function, else role + kind (post-projection and placement copies only) + size +
-    producer. Grouped on factorized columns; only one key string per group is built."""
-    src = _each_unique(copies["source"], issuer) if "source" in copies else pd.Series("", index=copies.index)
-    role = copies["role"].astype(str).to_numpy(dtype=object)
-    kind = np.where(np.isin(role, [POST, PLACEMENT]), copies["kind"].astype(str).to_numpy(dtype=object), "")
-    producer = _each_unique(copies["prev_kernel"], producer_family).to_numpy(dtype=object)
-    nbytes = copies["bytes"].to_numpy()
-    sourced = (src != "").to_numpy()
-    parts = pd.DataFrame({"role": pd.factorize(role)[0], "src": pd.factorize(src.to_numpy(dtype=object))[0],
-                          "kind": np.where(sourced, -1, pd.factorize(kind)[0]),
-                          "bytes": np.where(sourced, -1, nbytes),
-                          "producer": np.where(sourced, -1, pd.factorize(producer)[0])})
-    gid = parts.groupby(list(parts.columns), sort=False).ngroup().to_numpy()
-    first = np.unique(gid, return_index=True)[1]
-    srcs = src.to_numpy(dtype=object)
-    keys = [f"{role[i]}|{srcs[i]}" if sourced[i] else f"{role[i]}|{kind[i]}|{nbytes[i]}|{producer[i]}" for i in first]
+    producer. Grouped on codes; only one key string per group is built."""
+    n = len(copies)
+    src, srcs = _codes(copies["source"], issuer) if "source" in copies else (np.zeros(n, dtype=np.int64), [""])
+    role, roles = _codes(copies.strings("role"))
+    kind, kinds = _codes(copies.strings("kind"))
+    producer, producers = _codes(copies.strings("prev_kernel"), producer_family)
+    nbytes = copies["bytes"]
+    # The layer kind counts for post-projection and placement copies only ("" for the others).
+    blank = kinds.index("") if "" in kinds else len(kinds)
+    kind = np.where(np.isin(role, [i for i, r in enumerate(roles) if r in (POST, PLACEMENT)]), kind, blank)
+    kinds.append("")
+    # A sourced copy's group is its role and issuer alone: its other keys are -1.
+    sourced = src != (srcs.index("") if "" in srcs else -1)
+    gid, first = group_ids(role, src, np.where(sourced, -1, kind), np.where(sourced, -1, nbytes),
+                           np.where(sourced, -1, producer))
+    keys = [f"{roles[role[i]]}|{srcs[src[i]]}" if sourced[i] else
+            f"{roles[role[i]]}|{kinds[kind[i]]}|{nbytes[i]}|{producers[producer[i]]}" for i in first.tolist()]
     return gid, keys
 
 
-def copy_candidates(copies: pd.DataFrame, per_step: pd.DataFrame, *, graph: bool) -> list[Candidate]:
+def copy_candidates(copies: Columns, per_step: Columns, *, graph: bool) -> list[Candidate]:
     """The census's copies as candidates, largest saving first."""
     if copies.empty:
         return []
-    steps = np.sort(copies["step"].unique()) if len(copies) else np.array([])
-    all_steps = per_step["step"].to_numpy() if not per_step.empty else steps
-    period = per_step["period_ns"].dropna().to_numpy(dtype=float) / 1e6 if "period_ns" in per_step else np.array([])
+    step = copies["step"]
+    all_steps = per_step["step"] if not per_step.empty else np.unique(step)
+    period = _known(per_step["period_ns"]) / 1e6 if "period_ns" in per_step else np.array([])
     period_med = float(np.median(period)) if len(period) else None
     noise = _period_noise(period)
     out = []
     gid, keys = copy_groups(copies)
-    for group, g in copies.groupby(gid, sort=False):
-        key = keys[group]
-        kernel = _per_step_ms(g, "dur_ns", all_steps)
-        replayed = g["in_graph"].to_numpy(dtype=bool) if "in_graph" in g else np.zeros(len(g), dtype=bool)
-        gap = _per_step_ms(g.assign(gap_ns=np.where(replayed, g["gap_ns"], 0)), "gap_ns", all_steps)
+    dur, gap_ns, layer, kind, nbytes = (copies["dur_ns"], copies["gap_ns"], copies["layer"], copies.strings("kind"),
+                                        copies["bytes"])
+    role_of, prev = copies.strings("role"), copies.strings("prev_kernel")
+    in_graph = copies["in_graph"].astype(bool) if "in_graph" in copies else np.zeros(len(copies), dtype=bool)
+    sources = copies["source"] if "source" in copies else None
+    shapes = copies["shape"] if "shape" in copies else None
+    for key, g in zip(keys, group_rows(gid, len(keys))):
+        kernel = _per_step_ms(step[g], dur[g], all_steps)
+        replayed = in_graph[g]
+        gap = _per_step_ms(step[g], np.where(replayed, gap_ns[g], 0), all_steps)
         removable = float(np.median(kernel))
         with_gap = float(np.median(kernel + gap)) if replayed.any() else removable
-        role = Role(str(g["role"].iloc[0]))
-        source = _commonest(g["source"]) if "source" in g else None
-        layers = sorted(int(x) for x in g["layer"].unique() if x > 0)
+        role = Role(str(role_of[g[0]]))
+        source = _commonest(sources[g]) if sources is not None else None
+        layers = sorted(int(x) for x in np.unique(layer[g]) if x > 0)
         out.append(Candidate(
-            form=CandidateForm.COPY, role=role, source=source or None, stack=list(g["stack"].iloc[0]) if source else [],
-            layers=layers, kinds=sorted({str(k) for k in g["kind"].unique()} - {""}),
-            bytes=sorted(int(b) for b in g["bytes"].unique()),
-            shape=_commonest(g["shape"]) if "shape" in g else "", producer=producer_family(_commonest(g["prev_kernel"])),
+            form=CandidateForm.COPY, role=role, source=source or None,
+            stack=list(copies["stack"][g[0]]) if source else [],
+            layers=layers, kinds=sorted({str(k) for k in set(kind[g].tolist())} - {""}),
+            bytes=sorted(int(b) for b in np.unique(nbytes[g])),
+            shape=_commonest(shapes[g]) if shapes is not None else "", producer=producer_family(_commonest(prev[g])),
             per_step=len(g) / max(len(all_steps), 1), removable_ms=removable,
             removable_with_gap_ms=with_gap, gap_counts=bool(replayed.any()),
             share_pct=100 * with_gap / period_med if period_med else None,
@@ -119,32 +134,34 @@ def copy_candidates(copies: pd.DataFrame, per_step: pd.DataFrame, *, graph: bool
     return sorted(out, key=lambda c: -(c.removable_with_gap_ms or 0.0))
 
 
-def kernel_candidates(events: pd.DataFrame, rows: np.ndarray | None, steps_of_rows: np.ndarray | None,
-                      per_step: pd.DataFrame, *, graph: bool) -> list[Candidate]:
+def kernel_candidates(events: Columns, rows: np.ndarray | None, steps_of_rows: np.ndarray | None,
+                      per_step: Columns, *, graph: bool) -> list[Candidate]:
     """Elementwise copy kernels of the counted steps, by name (never counted as device copies)."""
     if rows is None or steps_of_rows is None or not len(rows):
         return []
     from copyprof.taxonomy.copies import kernel_copy_class
 
-    names = events["name"].cat.categories
-    elem = np.array([kernel_copy_class(n) == "elementwise_copy" for n in names], dtype=bool)
+    name_col, kind_col = events["name"], events["kind"]
+    names = name_col.categories
+    elem = name_col.flags(lambda n: kernel_copy_class(n) == "elementwise_copy")  # per code, + False for missing
     if not elem.any():
         return []
-    codes = events["name"].cat.codes.to_numpy()[rows]
-    kernel = (events["kind"] == "kernel").to_numpy()[rows] & elem[codes]  # on the codes: no object array
+    codes = name_col.codes[rows]
+    kernel = (kind_col.codes[rows] == kind_col.code_of("kernel")) & elem[codes]  # on the codes: no object array
     if not kernel.any():
         return []
-    all_steps = per_step["step"].to_numpy() if not per_step.empty else np.unique(steps_of_rows)
-    period = per_step["period_ns"].dropna().to_numpy(dtype=float) / 1e6 if "period_ns" in per_step else np.array([])
+    all_steps = per_step["step"] if not per_step.empty else np.unique(steps_of_rows)
+    period = _known(per_step["period_ns"]) / 1e6 if "period_ns" in per_step else np.array([])
     period_med = float(np.median(period)) if len(period) else None
     noise = _period_noise(period)
-    frame = pd.DataFrame({"step": steps_of_rows[kernel], "code": codes[kernel],
-                          "dur_ns": events["dur_ns"].to_numpy()[rows][kernel]})
+    k_rows = rows[kernel]
+    k_step, k_dur = steps_of_rows[kernel], events["dur_ns"][k_rows]
+    k_codes, k_group = np.unique(codes[kernel], return_inverse=True)  # by name code, ascending
     out = []
-    for code, g in frame.groupby("code"):
+    for code, g in zip(k_codes.tolist(), group_rows(k_group.ravel(), len(k_codes))):
         name = str(names[code])
         is_pure = _pure_copy(name)
-        ms = float(np.median(_per_step_ms(g, "dur_ns", all_steps)))
+        ms = float(np.median(_per_step_ms(k_step[g], k_dur[g], all_steps)))
         out.append(Candidate(
             form=CandidateForm.KERNEL, role=Role.ELEMENTWISE_COPY, source=None, stack=[], layers=[], kinds=[], bytes=[], shape="",
             producer=kernel_label(name), per_step=len(g) / max(len(all_steps), 1),
@@ -183,10 +200,20 @@ def _pure_copy(name: str) -> bool:
     return set(m.group("ops").split("_")) <= _COPY_TOKENS
 
 
-def _per_step_ms(g: pd.DataFrame, col: str, steps: np.ndarray) -> np.ndarray:
-    """The group's summed ``col`` per counted step (0 where a step has none), ms."""
-    sums = g.groupby("step")[col].sum()
-    return sums.reindex(steps, fill_value=0).to_numpy(dtype=float) / 1e6
+def _per_step_ms(step: np.ndarray, ns: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The summed ``ns`` of each of ``steps`` (0 where a step has none; rows of other steps
+    left out), ms. Integer ns sum exactly in float64 (every partial sum is far below 2**53)."""
+    seen, at = np.unique(step, return_inverse=True)
+    sums = np.bincount(at.ravel(), weights=ns, minlength=len(seen))
+    pos = np.minimum(np.searchsorted(seen, steps), max(len(seen) - 1, 0))
+    hit = seen[pos] == steps if len(seen) else np.zeros(len(steps), dtype=bool)
+    return np.where(hit, sums[pos] if len(seen) else 0.0, 0.0) / 1e6
+
+
+def _known(values: np.ndarray) -> np.ndarray:
+    """The values that are numbers (NaN dropped), as floats."""
+    arr = np.asarray(values, dtype=float)
+    return arr[~np.isnan(arr)]
 
 
 def _period_noise(period: np.ndarray) -> float | None:
@@ -209,9 +236,10 @@ def steps_to_see(effect: float, noise: float | None) -> int | None:
     return max(2, math.ceil(n))
 
 
-def _commonest(values: pd.Series) -> str:
-    seen = values.dropna()
-    seen = seen[seen.astype(bool)]
-    return str(seen.value_counts().index[0]) if len(seen) else ""
+def _commonest(values: np.ndarray) -> str:
+    """The most frequent non-empty value ("" when none; of equally frequent ones, the first seen)."""
+    counts = {v: n for v, n in Counter(values.tolist()).items() if v is not None and v == v and v}
+    best = max(counts.values(), default=0)
+    return str(next(v for v, n in counts.items() if n == best)) if counts else ""
 
 

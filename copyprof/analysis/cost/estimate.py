@@ -9,19 +9,40 @@ Copies of other sites (KDA placement, all-reduce staging, metadata) are never re
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from copyprof.analysis.census.count import Census
 from copyprof.analysis.results import Estimate, GraphNodeMatch, Site, known
+from copyprof.columns import Columns, group_ids, group_rows
 from copyprof.models.layout import kind_label
 from copyprof.vocabulary import Role, UNATTRIBUTED_SITE
 
 
 def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
+
+
+def _known(values: np.ndarray) -> np.ndarray:
+    """The values that are numbers (NaN dropped), as floats."""
+    arr = np.asarray(values, dtype=float)
+    return arr[~np.isnan(arr)]
+
+
+def _key(values: np.ndarray, missing: Any = None) -> np.ndarray:
+    """An object column as integer group keys (equal values, equal codes; missing values,
+    None or NaN, as ``missing`` when given): one dictionary lookup per row, in C."""
+    items = values.tolist()
+    seen = list(dict.fromkeys(items))
+    if missing is not None:
+        seen_as = [missing if v is None or v != v else v for v in seen]
+        same = {v: i for i, v in enumerate(dict.fromkeys(seen_as))}
+        index = {v: same[w] for v, w in zip(seen, seen_as)}
+    else:
+        index = {v: i for i, v in enumerate(seen)}
+    return np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items))
 
 
 def scopes(kinds: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
@@ -33,13 +54,13 @@ def estimate(census: Census) -> list[Estimate]:
     ps = census.per_step
     if ps.empty or not census.kinds:
         return []
-    period = ps["period_ns"].dropna().to_numpy(dtype=float) / 1e6
+    period = _known(ps["period_ns"]) / 1e6
     period_med = float(np.median(period)) if len(period) else float("nan")
     out = []
     for scope, kinds in scopes(census.kinds).items():
-        count = sum(ps[f"post_{k}"].to_numpy() for k in kinds)
-        kernel = sum(ps[f"post_{k}_ms"].to_numpy() for k in kinds)
-        gaps = sum(ps[f"post_{k}_gap_ms"].to_numpy() for k in kinds)
+        count = sum((ps[f"post_{k}"] for k in kinds), np.zeros(len(ps), dtype=np.int64))
+        kernel = sum((ps[f"post_{k}_ms"] for k in kinds), np.zeros(len(ps)))
+        gaps = sum((ps[f"post_{k}_gap_ms"] for k in kinds), np.zeros(len(ps)))
         removable = float(np.median(kernel))
         with_gap = float(np.median(kernel + gaps))
         out.append(Estimate(
@@ -61,63 +82,72 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
     cp = census.copies
     if cp.empty:
         return []
-    n_steps = max(1, cp["step"].nunique())
+    n_steps = max(1, len(np.unique(cp["step"])))
     # Copies of unknown size are told apart by the kernel that follows them (their place in
     # the layer); copies of known size by their size.
     mapped = census.attribution.method == "structure"
-    sizeless = (cp["bytes"] < 0) | (cp["bytes_src"].astype(str) == "layout")
-    neighbour = cp["next_kernel"].where(sizeless, "")
+    nbytes, bsrc = cp["bytes"], cp.strings("bytes_src")
+    sizeless = (nbytes < 0) | (bsrc == "layout")
+    neighbour = np.where(sizeless, cp.strings("next_kernel"), "")
+    source = cp["source"] if "source" in cp else np.full(len(cp), "", dtype=object)
+    site, dur, layer, kind, role = cp.strings("site"), cp["dur_ns"], cp["layer"], cp.strings("kind"), cp.strings("role")
+    col = {name: cp[name] for name in ("stack", "why", "shape", "place", "evidence", "structure_said", "agree")
+           if name in cp}
+    gid, first = group_ids(_key(site), nbytes, _key(bsrc), _key(neighbour), _key(source, missing=""))
     rows = []
-    source = cp["source"].fillna("") if "source" in cp else pd.Series("", index=cp.index)
-    for (site, nbytes, src, nxt, code), g in cp.groupby(["site", "bytes", cp["bytes_src"].astype(str), neighbour,
-                                                         source], sort=False):
-        us = g["dur_ns"].to_numpy(dtype=float) / 1e3
+    for g, i in zip(group_rows(gid, len(first)), first.tolist()):
+        code = source[i] if source[i] is not None and source[i] == source[i] else ""
+        size = int(nbytes[i])
+        us = dur[g].astype(float) / 1e3
         med_us = float(np.median(us))
-        gbps = nbytes / (med_us * 1e3) if nbytes > 0 and med_us > 0 else None
+        gbps = size / (med_us * 1e3) if size > 0 and med_us > 0 else None
         bound = None
         if gbps is not None and peak_gbps:
             bound = "bandwidth" if gbps >= 0.25 * peak_gbps else "launch/latency"
-        layers = g["layer"][g["layer"] > 0]
-        kinds_seen = sorted(set(g["kind"].unique().tolist()) - {""})
+        layers = layer[g][layer[g] > 0]
+        kinds_seen = sorted(set(kind[g].tolist()) - {""})
+        roles = set(role[g].tolist())
         rows.append(Site(
-            site=str(site), bytes=int(nbytes), bytes_src=str(src), per_step=len(g) / n_steps,
+            site=str(site[i]), bytes=size, bytes_src=str(bsrc[i]), per_step=len(g) / n_steps,
             median_us=med_us, ms_per_step=float(us.sum()) / 1e3 / n_steps,
             achieved_gbps=gbps, peak_gbps=peak_gbps, bound=bound,
-            where=_where(site, layers, census.kinds, kinds_seen, mapped), neighbour=str(nxt),
-            role=Role(str(g["role"].iloc[0])) if g["role"].nunique() == 1 else Role.MIXED,
+            where=_where(site[i], layers, census.kinds, kinds_seen, mapped), neighbour=str(neighbour[i]),
+            role=Role(str(role[i])) if len(roles) == 1 else Role.MIXED,
             layer_kind=kinds_seen[0] if len(kinds_seen) == 1 else None,
-            source=code or None, stack=list(g["stack"].iloc[0]) if code else [],
-            source_note="" if code else str(g["why"].iloc[0]) if "why" in g else "",
-            shape=_commonest(g["shape"]) if "shape" in g else "",
-            **_node_identity(g), **_evidence(g),
+            source=code or None, stack=list(col["stack"][i]) if code else [],
+            source_note="" if code else str(col["why"][i]) if "why" in col else "",
+            shape=_commonest(col["shape"][g]) if "shape" in col else "",
+            **_node_identity(cp, g), **_evidence(col, g),
         ))
     order = {**{k: i for i, k in enumerate(census.kinds)}, UNATTRIBUTED_SITE: 90, Role.PLACEMENT: 91, Role.STAGING: 92,
              Role.OTHER: 93}
     return sorted(rows, key=lambda r: (order.get(r.site, 99), -r.per_step))
 
 
-def _evidence(g: pd.DataFrame) -> dict[str, Any]:
+def _evidence(col: dict[str, np.ndarray], g: np.ndarray) -> dict[str, Any]:
     """What set the site's role: the commonest evidence, whether structure and stack agreed on
     every copy (None where only one of them spoke), what structure had said where it lost."""
-    if "evidence" not in g:
+    if "evidence" not in col:
         return {}
-    agree = [a for a in g["agree"].tolist() if a is not None]
-    return {"place": _commonest(g["place"]), "evidence": _commonest(g["evidence"]),
-            "evidence_agree": all(agree) if agree else None, "structure_said": _commonest(g["structure_said"])}
+    agree = [a for a in col["agree"][g].tolist() if a is not None]
+    return {"place": _commonest(col["place"][g]), "evidence": _commonest(col["evidence"][g]),
+            "evidence_agree": all(agree) if agree else None, "structure_said": _commonest(col["structure_said"][g])}
 
 
-def _commonest(values: pd.Series) -> str:
-    """The most frequent non-empty value ("" when none): one shape names a site."""
-    seen = values[values.astype(bool)]
-    return str(seen.value_counts(sort=True).index[0]) if len(seen) else ""
+def _commonest(values: np.ndarray) -> str:
+    """The most frequent non-empty value ("" when none; of equally frequent ones, the first
+    seen): one shape names a site."""
+    counts = {v: n for v, n in Counter(values.tolist()).items() if v and v == v}  # in order of first appearance
+    best = max(counts.values(), default=0)
+    return str(next(v for v, n in counts.items() if n == best)) if counts else ""
 
 
-def _where(site: str, layers: pd.Series, kinds: tuple[str, ...], seen: list[str], mapped: bool) -> str:
+def _where(site: str, layers: np.ndarray, kinds: tuple[str, ...], seen: list[str], mapped: bool) -> str:
     if site in kinds:
         return f"{kind_label(site)} layers, after the output projection"
     if site == Role.PLACEMENT and len(seen) == 1:
         return f"{kind_label(seen[0])} layers, before the output projection"
-    if layers.empty:
+    if not len(layers):
         if site == UNATTRIBUTED_SITE:  # a post-projection copy's size, but no layer: not in the post-projection count
             return "size of a post-projection copy, layer unknown: not counted as post-projection"
         return "outside the decoder layers" if kinds and mapped else "not placed (no attribution)"
@@ -125,18 +155,27 @@ def _where(site: str, layers: pd.Series, kinds: tuple[str, ...], seen: list[str]
     return f"layer {lo}" if lo == hi else f"layers {lo}–{hi}"
 
 
-def _node_identity(g: pd.DataFrame) -> dict[str, Any]:
+def _distinct(*columns: np.ndarray) -> int:
+    """How many distinct rows the integer columns hold together."""
+    return len(np.unique(np.stack(columns, axis=1), axis=0)) if len(columns[0]) else 0
+
+
+def _node_identity(cp: Columns, g: np.ndarray) -> dict[str, Any]:
     """The graph nodes a site's copies replay, and whether every step replays the same ones
     (``graph node id`` in the trace; -1 where the copy's graph id is unknown)."""
-    if "graph_node" not in g or not (g["graph_node"] >= 0).all():
+    if "graph_node" not in cp:
         return {}
-    nodes = g[["graph_id", "graph_node"]].drop_duplicates()  # a node is (graph, node): ROCm's ids are ordinals
-    triples = len(g[["step", "graph_id", "graph_node"]].drop_duplicates())
-    return {"graph_nodes": sorted(int(x) for x in nodes["graph_node"].unique()),
-            "graph_node_stable": triples == g["step"].nunique() * len(nodes)}
+    node = cp["graph_node"][g]
+    if not (node >= 0).all():
+        return {}
+    graph, step = cp["graph_id"][g], cp["step"][g]
+    nodes = _distinct(graph, node)  # a node is (graph, node): ROCm's ids are ordinals
+    triples = _distinct(step, graph, node)
+    return {"graph_nodes": sorted(int(x) for x in np.unique(node)),
+            "graph_node_stable": triples == len(np.unique(step)) * nodes}
 
 
-def graph_node_match(copies: pd.DataFrame) -> GraphNodeMatch | None:
+def graph_node_match(copies: Columns) -> GraphNodeMatch | None:
     """How many copies per step carry a graph node id, and how many sites replay the same nodes
     every step: a stable identity for each copy across replays (None when the trace has no ids).
 
@@ -145,11 +184,11 @@ def graph_node_match(copies: pd.DataFrame) -> GraphNodeMatch | None:
     arms copies are matched by size and place (analysis/ab/sites.py)."""
     if copies.empty or "graph_node" not in copies or not (copies["graph_node"] >= 0).any():
         return None
-    n_steps = max(1, copies["step"].nunique())
-    has = copies[copies["graph_node"] >= 0]
-    per_site = has.groupby(["site", "bytes"], sort=False)
-    stable = sum(1 for _, g in per_site if _node_identity(g).get("graph_node_stable"))
-    sites = per_site.ngroups
+    n_steps = max(1, len(np.unique(copies["step"])))
+    has = np.flatnonzero(copies["graph_node"] >= 0)
+    gid, first = group_ids(_key(copies.strings("site")[has]), copies["bytes"][has])
+    stable = sum(1 for g in group_rows(gid, len(first)) if _node_identity(copies, has[g]).get("graph_node_stable"))
+    sites = len(first)
     copies_per_step = len(copies) / n_steps
     with_node = len(has) / n_steps
     return GraphNodeMatch(

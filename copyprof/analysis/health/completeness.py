@@ -32,11 +32,11 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from copyprof.analysis.health.graph_launches import GraphLaunches
 from copyprof.analysis.results import Completeness
 from copyprof.analysis.steps.segment import Steps
+from copyprof.columns import Columns, group_ids
 from copyprof.vocabulary import CompletenessStatus
 
 # A graph step with less than this share of an eager step's GPU ops (same run, same tokens) is
@@ -68,7 +68,7 @@ def is_rocm_trace(fmt: str, flavour: str, launches: GraphLaunches) -> bool:
             or any(n.startswith("hip") for n in launches.names))
 
 
-def check_completeness(events: pd.DataFrame, steps: Steps, launches: GraphLaunches, *, rocm: bool) -> Completeness:
+def check_completeness(events: Columns, steps: Steps, launches: GraphLaunches, *, rocm: bool) -> Completeness:
     """The completeness record of one rank's trace (module docstring)."""
     n = len(launches)
     if not n:
@@ -127,29 +127,33 @@ def _by_replays(launches: GraphLaunches, steps: Steps, short: np.ndarray, missin
         checks.append("replays not compared: without step annotations nothing tells which launches replay one graph")
         return
     table = steps.table
-    tokens = dict(zip(table["step"].tolist(), table["tokens"].astype("Int64").fillna(-1).astype(int).tolist()))
+    tokens = dict(zip(table["step"].tolist(), (_int_or(v, -1) for v in table["tokens"].tolist())))
     placed = np.flatnonzero((launches.step >= 0) & (launches.n_ops > 0))
     if not len(placed):
         checks.append("replays not compared: no launch's GPU ops fall in a step")
         return
-    frame = pd.DataFrame({"i": placed, "step": launches.step[placed], "ops": launches.n_ops[placed]})
-    frame["position"] = frame.groupby("step").cumcount()  # launches are in time order
-    frame["launches"] = frame.groupby("step")["i"].transform("size")
-    frame["tokens"] = frame["step"].map(tokens).fillna(-1).astype(int)
-    keys = ["tokens", "launches", "position"]
-    frame["most"] = frame.groupby(keys)["ops"].transform("max")
-    frame["group"] = frame.groupby(keys)["i"].transform("size")
-    fewer = frame[(frame["group"] > 1) & (frame["ops"] < frame["most"])]
-    short[fewer["i"].to_numpy()] = True
-    missing[fewer["i"].to_numpy()] = np.maximum(missing[fewer["i"].to_numpy()], (fewer["most"] - fewer["ops"]).to_numpy())
-    compared = int((frame["group"] > 1).sum())
-    groups = frame[frame["group"] > 1].groupby(keys).ngroups
+    step, ops = launches.step[placed], launches.n_ops[placed]
+    by_step, _ = group_ids(step)
+    position = _cumcount(by_step)  # launches are in time order
+    launches_in_step = np.bincount(by_step)[by_step]
+    tok = np.array([tokens.get(s, -1) for s in step.tolist()], dtype=np.int64)
+    gid, _ = group_ids(tok, launches_in_step, position)
+    most = np.full(int(gid.max()) + 1, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(most, gid, ops)
+    most = most[gid]
+    group = np.bincount(gid)[gid]
+    fewer = (group > 1) & (ops < most)
+    i = placed[fewer]
+    short[i] = True
+    missing[i] = np.maximum(missing[i], (most - ops)[fewer])
+    compared = int((group > 1).sum())
+    groups = len(np.unique(gid[group > 1]))
     if not compared:
-        checks.append(f"replays: no two of the {len(frame):,} launches in steps replay the same graph "
+        checks.append(f"replays: no two of the {len(placed):,} launches in steps replay the same graph "
                       "(same tokens, same place in the step): nothing to compare")
         return
     checks.append(f"replays compared (same tokens, same place in the step): {compared:,} launches in {groups} group(s); "
-                  f"{len(fewer):,} ran fewer GPU ops than the same graph's other replays")
+                  f"{int(fewer.sum()):,} ran fewer GPU ops than the same graph's other replays")
 
 
 def _by_eager_steps(launches: GraphLaunches, steps: Steps, checks: list[str]) -> tuple[set[int], int]:
@@ -158,23 +162,31 @@ def _by_eager_steps(launches: GraphLaunches, steps: Steps, checks: list[str]) ->
     if not steps.rule.startswith("annotation") or table.empty:
         checks.append("eager steps: none to compare with")
         return set(), 0
-    with_graph = table["step"].isin(set(launches.step[launches.step >= 0].tolist()))
-    decode = table["is_decode"].fillna(False).astype(bool) & table["tokens"].notna()
-    eager, graph = table[decode & ~with_graph], table[decode & with_graph]
-    ref = eager.groupby("tokens")["n_events"].median()
-    both = graph[graph["tokens"].isin(ref.index)]
-    if both.empty:
+    step = table["step"]
+    with_graph = np.isin(step, launches.step[launches.step >= 0])
+    tokens = table["tokens"].tolist()
+    # decode steps of known tokens (is_decode None is not a decode step)
+    decode = np.array([_known(d) and bool(d) and _known(v) for v, d in zip(tokens, table["is_decode"].tolist())],
+                      dtype=bool)
+    n_events = table["n_events"]
+    eager, graph = np.flatnonzero(decode & ~with_graph), np.flatnonzero(decode & with_graph)
+    per_tokens: dict[int, list[int]] = {}  # eager decode steps' GPU op counts by tokens
+    for i in eager.tolist():
+        per_tokens.setdefault(tokens[i], []).append(int(n_events[i]))
+    ref = {t: float(np.median(np.asarray(v, dtype=float))) for t, v in per_tokens.items()}
+    both = np.array([i for i in graph.tolist() if tokens[i] in ref], dtype=np.int64)
+    if not len(both):
         checks.append("eager steps: no eager decode step of the same tokens as a graph step")
         return set(), 0
-    want = both["tokens"].map(ref).astype(float)
-    fewer = both[both["n_events"] < EAGER_SHARE * want]
-    lost = int((want[fewer.index] - fewer["n_events"]).clip(lower=0).sum())
+    want = np.array([ref[tokens[i]] for i in both.tolist()], dtype=float)
+    fewer = n_events[both] < EAGER_SHARE * want
+    lost = int(np.clip(want[fewer] - n_events[both][fewer], 0, None).sum())
     checks.append(f"eager steps: {len(both):,} graph steps compared with {len(eager):,} eager decode steps of the same "
-                  f"tokens; {len(fewer):,} ran less than {EAGER_SHARE:.0%} of their GPU ops")
-    return set(fewer["step"].astype(int).tolist()), lost
+                  f"tokens; {int(fewer.sum()):,} ran less than {EAGER_SHARE:.0%} of their GPU ops")
+    return {int(s) for s in step[both][fewer].tolist()}, lost
 
 
-def _by_capture(events: pd.DataFrame, launches: GraphLaunches, short: np.ndarray, missing: np.ndarray,
+def _by_capture(events: Columns, launches: GraphLaunches, short: np.ndarray, missing: np.ndarray,
                 checks: list[str]) -> None:
     captures = graph_captures(events)
     if not captures:
@@ -191,21 +203,21 @@ def _by_capture(events: pd.DataFrame, launches: GraphLaunches, short: np.ndarray
                   f"{int(fewer.sum()):,} ran fewer GPU ops than a replay runs")
 
 
-def graph_captures(events: pd.DataFrame) -> list[tuple[int, int]]:
+def graph_captures(events: Columns) -> list[tuple[int, int]]:
     """(end time, node-making calls) of each stream capture in the trace, paired per thread.
     Names are matched once per distinct name; rows are gathered only when a capture exists."""
-    names = [str(n) for n in events["name"].cat.categories]
+    names = [str(n) for n in events["name"].categories.tolist()]
     begin_codes = [i for i, n in enumerate(names) if _BEGIN.match(n)]
     if not begin_codes:
         return []
     end_codes = [i for i, n in enumerate(names) if _END.match(n)]
     node_codes = [i for i, n in enumerate(names) if _NODE_CALL.match(n)]
-    codes = events["name"].cat.codes.to_numpy()
-    rows = np.flatnonzero((events["kind"] == "runtime").to_numpy() & np.isin(codes, begin_codes + end_codes + node_codes))
+    codes = events["name"].codes
+    rows = np.flatnonzero((events["kind"] == "runtime") & np.isin(codes, begin_codes + end_codes + node_codes))
     code = codes[rows]
     begin, end, node = np.isin(code, begin_codes), np.isin(code, end_codes), np.isin(code, node_codes)
-    start = events["start_ns"].to_numpy()[rows]
-    thread = events["stream"].to_numpy()[rows]
+    start = events["start_ns"][rows]
+    thread = events["stream"][rows]
     out = []
     for tid in np.unique(thread[begin]).tolist():
         mine = thread == tid
@@ -217,6 +229,27 @@ def graph_captures(events: pd.DataFrame) -> list[tuple[int, int]]:
             e = int(after[0])
             out.append((e, int((node & mine & (start > b) & (start < e)).sum())))
     return [c for c in out if c[1] > 0]
+
+
+def _known(value: object) -> bool:
+    """Not None and not NaN: a known value of a column that may hold either."""
+    return value is not None and value == value
+
+
+def _int_or(value: object, missing: int) -> int:
+    """An int column value as int; ``missing`` for None / NaN."""
+    return int(value) if _known(value) else missing  # type: ignore[call-overload]
+
+
+def _cumcount(gid: np.ndarray) -> np.ndarray:
+    """Each row's place among the rows of its group, in row order (0 for a group's first row)."""
+    order = np.argsort(gid, kind="stable")
+    sorted_gid = gid[order]
+    starts = np.flatnonzero(np.concatenate(([True], sorted_gid[1:] != sorted_gid[:-1])))
+    first = np.repeat(starts, np.diff(np.append(starts, len(gid))))
+    out = np.empty(len(gid), dtype=np.int64)
+    out[order] = np.arange(len(gid)) - first
+    return out
 
 
 def _message(c: Completeness, launches: GraphLaunches, rocm: bool) -> str:

@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
 from copyprof.analysis.steps.segment import GPU_KINDS, Steps
-from copyprof.events import code_mask, name_array
+from copyprof.columns import Columns
+from copyprof.events import code_mask
 from copyprof.taxonomy.copies import is_graph_launch
 
 
@@ -58,16 +58,14 @@ class GraphLaunches:
         return self.start_ns + self.dur_ns
 
 
-def graph_launches(events: pd.DataFrame, steps: Steps | None = None) -> GraphLaunches:
+def graph_launches(events: Columns, steps: Steps | None = None) -> GraphLaunches:
     """The graph launches of ``events`` and the GPU work the trace shows for each."""
-    kind = events["kind"]
-    corr_all = events["correlation"].to_numpy()
-    names = events["name"].cat.categories
-    launch_name = np.array([is_graph_launch(str(n)) for n in names], dtype=bool)
-    codes = events["name"].cat.codes.to_numpy()
-    is_rt = (kind == "runtime").to_numpy() & (corr_all >= 0)
-    rows = np.flatnonzero(is_rt & (launch_name[codes] if len(launch_name) else False))
-    start = events["start_ns"].to_numpy()
+    corr_all = events["correlation"]
+    name = events["name"]
+    launch_name = name.flags(is_graph_launch)  # a last False for a missing name (code -1)
+    is_rt = (events["kind"] == "runtime") & (corr_all >= 0)
+    rows = np.flatnonzero(is_rt & launch_name[name.codes])
+    start = events["start_ns"]
     rows = rows[np.argsort(start[rows], kind="stable")]
     corr = corr_all[rows].astype(np.int64)
     n = len(rows)
@@ -80,14 +78,14 @@ def graph_launches(events: pd.DataFrame, steps: Steps | None = None) -> GraphLau
     if n:
         last, final = _count_ops(events, corr, steps, n_ops, step, graph_id, seen, expected)
     return GraphLaunches(row=rows, corr=corr, start_ns=start[rows].astype(np.int64),
-                         dur_ns=events["dur_ns"].to_numpy()[rows].astype(np.int64),
-                         thread=events["stream"].to_numpy()[rows].astype(np.int64), n_ops=n_ops, step=step,
+                         dur_ns=events["dur_ns"][rows].astype(np.int64),
+                         thread=events["stream"][rows].astype(np.int64), n_ops=n_ops, step=step,
                          graph_id=graph_id, nodes_expected=expected, nodes_seen=seen,
-                         names=name_array(events.iloc[rows]).tolist() if n else [], last_gpu_start_ns=last,
+                         names=name.take(rows).strings().tolist(), last_gpu_start_ns=last,
                          final_ops_last_start_ns=final)
 
 
-def _count_ops(events: pd.DataFrame, corr: np.ndarray, steps: Steps | None, n_ops: np.ndarray, step: np.ndarray,
+def _count_ops(events: Columns, corr: np.ndarray, steps: Steps | None, n_ops: np.ndarray, step: np.ndarray,
                graph_id: np.ndarray, seen: np.ndarray, expected: np.ndarray) -> tuple[int, int]:
     """Fill the per-launch figures from the GPU ops carrying a launch's correlation id, a block
     of rows at a time; return the latest start of any GPU op and of the last launch's ops (-1: none)."""
@@ -95,14 +93,14 @@ def _count_ops(events: pd.DataFrame, corr: np.ndarray, steps: Steps | None, n_op
     keys = corr[order]
     kind = events["kind"]
     gpu_kind = code_mask(kind, GPU_KINDS)
-    kind_codes = kind.cat.codes.to_numpy()
-    on_gpu = events["on_gpu"].to_numpy()
-    corr_all = events["correlation"].to_numpy()
-    gid_all = events["graph_id"].to_numpy()
-    node_all = events["graph_node_id"].to_numpy()
+    kind_codes = kind.codes
+    on_gpu = events["on_gpu"]
+    corr_all = events["correlation"]
+    gid_all = events["graph_id"]
+    node_all = events["graph_node_id"]
     with_nodes = bool(len(gid_all)) and int(gid_all.max()) > 0  # CUPTI writes graph id 0 outside a graph
     step_of = steps.step_of if steps is not None else None
-    start_all = events["start_ns"].to_numpy()
+    start_all = events["start_ns"]
     last = final = -1
     final_launch = int(np.argmax(order == len(corr) - 1))  # the last launch's place in the sorted keys
     pairs: list[np.ndarray] = []  # (launch, graph id, node id) of ops that carry a node id
@@ -113,7 +111,7 @@ def _count_ops(events: pd.DataFrame, corr: np.ndarray, steps: Steps | None, n_op
             continue
         last = max(last, int(start_all[gpu].max()))
         c = corr_all[gpu]
-        at = np.clip(np.searchsorted(keys, c), 0, len(keys) - 1)
+        at = np.minimum(np.searchsorted(keys, c), len(keys) - 1)  # searchsorted is never negative
         hit = keys[at] == c
         launch = order[at[hit]]
         rows = gpu[hit]

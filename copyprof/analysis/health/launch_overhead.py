@@ -22,12 +22,14 @@ profiled step period is 7.59 ms against 5.47 ms timed without the profiler (timi
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-import pandas as pd
 
 from copyprof.analysis.health.graph_launches import GraphLaunches
 from copyprof.analysis.results import LaunchOverhead, known
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
+from copyprof.columns import Columns, group_ids, median_of
 
 # Healthy graph replay leaves the GPU idle ~3 % of a step (ROCm/ATOM#432: 97 % occupancy; the two
 # MI300X roctracer samples here lose 2.9 % inside their hipGraphLaunch). A tenth of the step lost
@@ -103,14 +105,14 @@ class StepBusy:
         return out
 
 
-def launch_overhead(launches: GraphLaunches, table: pd.DataFrame, busy: StepBusy, *,
+def launch_overhead(launches: GraphLaunches, table: Columns, busy: StepBusy, *,
                     kineto_on_rocprofiler_sdk: bool = False) -> LaunchOverhead | None:
     """The overhead record over the counted steps in ``table`` (step, start_ns, end_ns,
     period_ns), with ``busy`` the GPU's busy time in their windows. ``kineto_on_rocprofiler_sdk``:
     the trace is a kineto trace on rocprofiler-sdk, whose known launch cost the message names."""
     if not len(launches):
         return None
-    counted = np.isin(launches.step, table["step"].to_numpy())
+    counted = np.isin(launches.step, table["step"])
     calls = launches.dur_ns[counted] if counted.any() else launches.dur_ns
     out = LaunchOverhead(
         graph_launches=len(launches), launches_per_step=None, call_median_ms=known(np.median(calls) / 1e6),
@@ -119,50 +121,97 @@ def launch_overhead(launches: GraphLaunches, table: pd.DataFrame, busy: StepBusy
     if not counted.any():
         return out
     per = _per_step(launches, counted, table, busy)
-    out.launches_per_step = float(per["launches"].median())
-    out.per_step_ms = known(per["call_ns"].median() / 1e6)
-    out.gpu_idle_in_launch_ms = known(per["idle_ns"].median() / 1e6)
-    out.share_of_step = known(per["share"].median())
-    out.gpu_busy_share = known(per["busy"].median())
+    out.launches_per_step = median_of(per.launches)
+    out.per_step_ms = known(_scaled(median_of(per.call_ns), 1e6))
+    out.gpu_idle_in_launch_ms = known(_scaled(median_of(per.idle_ns), 1e6))
+    out.share_of_step = known(median_of(per.share))
+    out.gpu_busy_share = known(median_of(per.busy))
     if out.share_of_step is not None and out.share_of_step >= LAUNCH_BOUND_SHARE:
         out.launch_bound = True
         out.message = _message(out, launches.names[0] if launches.names else "graph-launch", per, kineto_on_rocprofiler_sdk)
     return out
 
 
-def _per_step(launches: GraphLaunches, counted: np.ndarray, table: pd.DataFrame, busy: StepBusy) -> pd.DataFrame:
+@dataclass
+class _PerStep:
+    """The counted steps with graph launches, by ascending step id: each one's launch calls, their
+    time, the GPU's idle time inside them, its share of the step (NaN where the step has no
+    length) and the GPU's busy share; ``period_ns`` the step's length (its period, else the
+    window from its first launch to its end)."""
+
+    step: np.ndarray
+    launches: np.ndarray
+    call_ns: np.ndarray
+    idle_ns: np.ndarray
+    share: np.ndarray
+    busy: np.ndarray
+    period_ns: np.ndarray
+
+
+def _scaled(x: float | None, scale: float) -> float | None:
+    return None if x is None else x / scale
+
+
+def _per_step(launches: GraphLaunches, counted: np.ndarray, table: Columns, busy: StepBusy) -> _PerStep:
     idx = np.flatnonzero(counted)
-    steps = table.set_index("step")
+    step_ids = np.asarray(table["step"])
+    order = np.argsort(step_ids, kind="stable")
     step = launches.step[idx]
-    lo_step = steps.loc[step, "start_ns"].to_numpy(dtype=np.int64)
-    hi_step = steps.loc[step, "end_ns"].to_numpy(dtype=np.int64)
-    calls = pd.DataFrame({"step": step, "start": launches.start_ns[idx], "end": launches.end_ns[idx],
-                          "dur": launches.dur_ns[idx], "lo_step": lo_step, "hi": hi_step})
-    calls["lo"] = np.minimum(calls.groupby("step")["start"].transform("min"), calls["lo_step"])
-    a = np.maximum(calls["start"].to_numpy(), calls["lo"].to_numpy())
-    b = np.minimum(calls["end"].to_numpy(), calls["hi"].to_numpy())
-    per = calls.groupby("step").agg(launches=("dur", "size"), call_ns=("dur", "sum"), lo=("lo", "min"),
-                                    hi=("hi", "max"))
-    period = steps.loc[per.index, "period_ns"].astype(float)
-    window = (per["hi"] - per["lo"]).astype(float)
-    span = period.where(period.notna() & (period > 0), window)
-    start = steps.loc[per.index, "start_ns"].to_numpy(dtype=np.int64)
+    at = order[np.searchsorted(step_ids, step, sorter=order)]  # each call's row of its step in ``table``
+    lo_step = np.asarray(table["start_ns"])[at].astype(np.int64)
+    hi_step = np.asarray(table["end_ns"])[at].astype(np.int64)
+    start, end, dur = launches.start_ns[idx], launches.end_ns[idx], launches.dur_ns[idx]
+    gid, first = group_ids(step, sort=True)  # the steps ascending
+    n_steps = len(first)
+    first_call = np.full(n_steps, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first_call, gid, start)
+    lo = np.minimum(first_call[gid], lo_step)
+    a = np.maximum(start, lo)
+    b = np.minimum(end, hi_step)
+    per_step = step[first]
+    n_launches = np.bincount(gid, minlength=n_steps).astype(np.int64)
+    call_ns = _group_sum(gid, dur, n_steps)
+    per_lo = np.full(n_steps, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(per_lo, gid, lo)
+    per_hi = np.full(n_steps, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(per_hi, gid, hi_step)
+    row = at[first]  # each step's row in ``table``
+    period = _floats(table["period_ns"])[row]
+    window = (per_hi - per_lo).astype(float)
+    span = np.where(~np.isnan(period) & (period > 0), period, window)
+    step_start = np.asarray(table["start_ns"])[row].astype(np.int64)
     # Both questions (busy time inside each call, busy time in each step) in one pass over the
     # steps' ops: each chunk's timeline is built once.
-    n_calls = len(calls)
-    busy_ns = busy.between(np.concatenate((calls["step"].to_numpy(), per.index.to_numpy())), np.concatenate((a, start)),
-                           np.concatenate((b, start + span.fillna(0).to_numpy(dtype=np.int64))))
-    calls["idle"] = np.where(b > a, (b - a) - busy_ns[:n_calls], 0)
-    per["idle_ns"] = calls.groupby("step")["idle"].sum()
+    n_calls = len(idx)
+    busy_ns = busy.between(np.concatenate((step, per_step)), np.concatenate((a, step_start)),
+                           np.concatenate((b, step_start + np.nan_to_num(span, nan=0.0).astype(np.int64))))
+    idle = np.where(b > a, (b - a) - busy_ns[:n_calls], 0)
+    idle_ns = _group_sum(gid, idle, n_steps)
     in_step = busy_ns[n_calls:]
-    per["share"] = (per["idle_ns"] / span).where(span > 0)
-    per["busy"] = (pd.Series(in_step, index=per.index) / span).where(span > 0)
-    per["period_ns"] = span
-    return per
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(span > 0, idle_ns / span, np.nan)
+        busy_share = np.where(span > 0, in_step / span, np.nan)
+    return _PerStep(step=per_step, launches=n_launches, call_ns=call_ns, idle_ns=idle_ns, share=share, busy=busy_share,
+                    period_ns=span)
 
 
-def _message(o: LaunchOverhead, name: str, per: pd.DataFrame, kineto_sdk: bool = False) -> str:
-    step_ms = float(per["period_ns"].median()) / 1e6
+def _group_sum(gid: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Integer sums per group (exact: no float weights)."""
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, gid, values.astype(np.int64))
+    return out
+
+
+def _floats(values: np.ndarray) -> np.ndarray:
+    """A column as float64, None as NaN."""
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        return np.array([np.nan if v is None else float(v) for v in arr.tolist()], dtype=float)
+    return arr.astype(float)
+
+
+def _message(o: LaunchOverhead, name: str, per: _PerStep, kineto_sdk: bool = False) -> str:
+    step_ms = float(median_of(per.period_ns) or 0.0) / 1e6
     busy = f"; GPU busy {o.gpu_busy_share:.0%} of the step" if o.gpu_busy_share is not None else ""
     known_cause = ("kineto on rocprofiler-sdk adds ~270 µs per hipGraphLaunch: ROCm/ATOM#432, ROCm/aiter#2511"
                    if kineto_sdk else "a timing without the profiler shows the step without them")

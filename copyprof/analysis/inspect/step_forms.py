@@ -21,8 +21,8 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from copyprof.columns import Columns
 from copyprof.events import Trace, name_array
 from copyprof.taxonomy.copies import copy_class, is_graph_launch, resolve_bytes_at
 
@@ -35,16 +35,16 @@ def default_pattern(path: str) -> str:
     return COPIES_STEP if re.search(r"(^|/)copies-[^/]*/", path) else DECODE_STEP
 
 
-def copy_forms(events: pd.DataFrame, op_shapes: dict[str, str] | None = None) -> np.ndarray:
+def copy_forms(events: Columns, op_shapes: dict[str, str] | None = None) -> np.ndarray:
     """Each row's form ("" when it is not a copy-related row); a host ``aten::copy_`` names the
     dims and dtypes it recorded, where the trace has them (``op_shapes``, by External id)."""
-    kind = events["kind"].to_numpy().astype(object)
+    kind = events["kind"].strings(None)
     names = name_array(events).astype(object)
-    cls = copy_class(events).to_numpy()
+    cls = np.asarray(copy_class(events))
     out = np.full(len(events), "", dtype=object)
     rows = np.flatnonzero((kind == "memcpy") | ((kind == "kernel") & (cls == "d2d")))
     nbytes, _ = resolve_bytes_at(events, rows)
-    directions = events["copy_dir"].to_numpy().astype(object)
+    directions = events["copy_dir"].strings(np.nan)  # a missing direction (NaN) is printed "nan"
     for i, b in zip(rows.tolist(), nbytes.tolist()):
         size = str(b) if b >= 0 else "?"
         what = (directions[i] or names[i]) if kind[i] == "memcpy" else names[i]
@@ -54,7 +54,7 @@ def copy_forms(events: pd.DataFrame, op_shapes: dict[str, str] | None = None) ->
     copy_call = np.array([("Memcpy" in n or is_graph_launch(n)) for n in names[runtime]], dtype=bool)
     out[np.flatnonzero(runtime)[copy_call]] = [f"runtime {n}" for n in names[runtime][copy_call]]
     host = np.flatnonzero((kind == "cpu_op") & (names == "aten::copy_"))
-    ext = events["external_id"].to_numpy()
+    ext = events["external_id"]
     shapes = op_shapes or {}
     out[host] = [f"cpu aten::copy_ {shapes[str(int(e))]}" if str(int(e)) in shapes else "cpu aten::copy_"
                  for e in ext[host].tolist()]
@@ -64,15 +64,16 @@ def copy_forms(events: pd.DataFrame, op_shapes: dict[str, str] | None = None) ->
 def step_forms(trace: Trace, pattern: str | None = None) -> dict[str, Any]:
     """Per annotation name: its number of steps and, per copy form, the count in each step;
     the forms outside every step; the GPU rows of the trace."""
-    ev = trace.events
+    ev = trace.table
     rx = re.compile(pattern or default_pattern(trace.meta.path))
-    kind = ev["kind"].to_numpy().astype(object)
+    kind = ev["kind"].strings(None)
     names = name_array(ev).astype(object)
-    on_gpu = ev["on_gpu"].to_numpy()
+    on_gpu = ev["on_gpu"]
     is_step = (kind == "annotation") & ~on_gpu & np.array([bool(rx.search(str(n))) for n in names], dtype=bool)
-    steps = ev[is_step].sort_values("start_ns", kind="stable")
-    starts = steps["start_ns"].to_numpy()
-    ends = starts + steps["dur_ns"].to_numpy()
+    step_rows = np.flatnonzero(is_step)
+    step_rows = step_rows[np.argsort(ev["start_ns"][step_rows], kind="stable")]
+    starts = ev["start_ns"][step_rows]
+    ends = starts + ev["dur_ns"][step_rows]
 
     def step_of(t: np.ndarray) -> np.ndarray:
         i = np.searchsorted(starts, t, side="right") - 1
@@ -81,17 +82,17 @@ def step_forms(trace: Trace, pattern: str | None = None) -> dict[str, Any]:
 
     forms = copy_forms(ev, trace.meta.op_shapes)
     host = ~on_gpu
-    corr = ev["correlation"].to_numpy()
-    host_step = step_of(ev["start_ns"].to_numpy())
+    corr = ev["correlation"]
+    host_step = step_of(ev["start_ns"])
     launch = host & (kind == "runtime") & (corr >= 0)
     by_corr = dict(zip(corr[launch].tolist(), host_step[launch].tolist()))
     idx = np.where(on_gpu, [by_corr.get(c, -1) for c in corr.tolist()], host_step)
-    counts: list[Counter[str]] = [Counter() for _ in range(len(steps))]
+    counts: list[Counter[str]] = [Counter() for _ in range(len(step_rows))]
     outside: Counter[str] = Counter()
     for form, i in zip(forms[forms != ""].tolist(), idx[forms != ""].tolist()):
         (outside if i < 0 else counts[i])[form] += 1
     by_name: dict[str, list[int]] = defaultdict(list)
-    for i, name in enumerate(name_array(steps).tolist()):
+    for i, name in enumerate(names[step_rows].tolist()):
         by_name[str(name)].append(i)
     annotations: dict[str, Any] = {}
     for name, idxs in by_name.items():

@@ -1,28 +1,29 @@
 """Per-trace summary behind ``copyprof inspect``: what is in the file, copies first.
 
-Pure function of a Trace; renderers turn the dict into a table, JSON or text.
+Pure function of a Trace; renderers turn the dict into a table, JSON or text. It reads the
+event table as ``Columns`` (numpy, no pandas). Each listing's order, ties included, is stated
+where it is made: ``inspect``'s output (docs/contracts.md) is compared byte for byte.
 """
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from copyprof.columns import Categorical, Columns
 from copyprof.events import BYTES_SOURCES, KINDS, Trace
 from copyprof.taxonomy.copies import copy_class, resolve_bytes_at
 from copyprof.taxonomy.devices import device_cus
 
 
 def summarize(trace: Trace) -> dict[str, Any]:
-    ev = trace.events
+    ev = trace.table
     meta = trace.meta
-    cls = copy_class(ev)
-    rows = np.flatnonzero((cls == "d2d").to_numpy())
-    d2d = ev.iloc[rows].copy()  # only the copies get their bytes resolved: no copy of the whole table
+    cls = np.asarray(copy_class(ev))
+    rows = np.flatnonzero(cls == "d2d")  # only the copies get their bytes resolved
     nbytes, src = resolve_bytes_at(ev, rows, cus=device_cus(meta.devices))
-    d2d["bytes"], d2d["bytes_src"] = nbytes, pd.Categorical(src, categories=BYTES_SOURCES)
-    elem = ev[(cls == "elementwise_copy").to_numpy()]
+    dur = ev["dur_ns"]
+    elem = np.flatnonzero(cls == "elementwise_copy")
     counts = {k: int(meta.kind_counts.get(k, int((ev["kind"] == k).sum()))) for k in KINDS}
     return {
         "path": meta.path,
@@ -32,11 +33,11 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "ranks": list(meta.ranks),
         "devices": meta.devices,
         "counts": counts,
-        "d2d_copies": int(len(d2d)),
-        "d2d_by_name": _count_by(d2d["name"]),
-        "d2d_by_bytes": _bytes_table(d2d),
-        "d2d_total_ms": float(d2d["dur_ns"].sum()) / 1e6,
-        "elementwise_copies_by_name": _count_by(elem["name"]),
+        "d2d_copies": int(len(rows)),
+        "d2d_by_name": _count_by(ev["name"].take(rows)),
+        "d2d_by_bytes": _bytes_table(nbytes, src, dur[rows]),
+        "d2d_total_ms": float(int(dur[rows].sum())) / 1e6,
+        "elementwise_copies_by_name": _count_by(ev["name"].take(elem)),
         "annotations": annotation_counts(ev),
         "graph_launches": int(meta.graph_launches),
         "span_ms": _span_ms(ev),
@@ -46,39 +47,59 @@ def summarize(trace: Trace) -> dict[str, Any]:
     }
 
 
-def _count_by(col: pd.Series) -> dict[str, int]:
-    vc = col.astype(str).value_counts()
-    return {str(k): int(v) for k, v in vc.items()}
+def _count_by(col: Categorical) -> dict[str, int]:
+    """Rows per value, most first, ties in order of first appearance (a missing value is not counted)."""
+    counts: dict[str, int] = {}
+    for v in col.strings(None).tolist():
+        if v is not None:
+            counts[v] = counts.get(v, 0) + 1
+    return {str(k): n for k, n in sorted(counts.items(), key=lambda kv: -kv[1])}
 
 
-def _bytes_table(d2d: pd.DataFrame) -> list[dict[str, Any]]:
-    if d2d.empty:
-        return []
-    g = d2d.groupby([d2d["bytes"], d2d["bytes_src"].astype(str)], observed=True)["dur_ns"]
-    rows = [
-        {"bytes": int(b), "bytes_src": str(src), "count": int(s.size), "median_us": float(s.median()) / 1e3}
-        for (b, src), s in g
-    ]
+def _bytes_table(nbytes: np.ndarray, src: np.ndarray, dur: np.ndarray) -> list[dict[str, Any]]:
+    """Per (bytes, bytes source): copies and their median duration, most copies first, then by
+    bytes (then by source name). A source that is not one of BYTES_SOURCES is not counted."""
+    groups: dict[tuple[int, str], list[int]] = {}
+    known = set(BYTES_SOURCES)
+    for b, s, d in zip(nbytes.tolist(), src.tolist(), dur.tolist()):
+        if s in known:
+            groups.setdefault((int(b), str(s)), []).append(d)
+    rows = [{"bytes": b, "bytes_src": s, "count": len(ds), "median_us": float(np.median(np.asarray(ds))) / 1e3}
+            for (b, s), ds in sorted(groups.items())]
     return sorted(rows, key=lambda r: (-r["count"], r["bytes"]))
 
 
-def annotation_counts(ev: pd.DataFrame) -> dict[str, int]:
+def annotation_counts(ev: Columns) -> dict[str, int]:
     """Annotation names and how many ranges each has.
 
     A ``record_function`` range appears once on the CPU and again projected on the GPU
-    (``gpu_user_annotation``); a name counts the larger of the two, not their sum.
+    (``gpu_user_annotation``); a name counts the larger of the two, not their sum. Most ranges
+    first; names with as many ranges come in the order pandas' default descending sort
+    (``sort_values(ascending=False)``) leaves the name-sorted counts in.
     """
-    ann = ev[ev["kind"] == "annotation"]
-    if ann.empty:
+    ann = np.flatnonzero(ev["kind"] == "annotation")
+    if not len(ann):
         return {}
-    by = ann.groupby([ann["name"].astype(str), ann["on_gpu"]]).size().unstack(fill_value=0)
-    best = by.max(axis=1).sort_values(ascending=False)
-    return {str(k): int(v) for k, v in best.items()}
+    per: dict[str, list[int]] = {}
+    for name, on_gpu in zip(ev["name"].take(ann).strings(None).tolist(), ev["on_gpu"][ann].tolist()):
+        if name is not None:
+            per.setdefault(name, [0, 0])[1 if on_gpu else 0] += 1
+    names = sorted(per)
+    best = np.array([max(per[n]) for n in names], dtype=np.int64)
+    return {names[i]: int(best[i]) for i in _descending(best).tolist()}
 
 
-def _span_ms(ev: pd.DataFrame) -> float:
-    sub = ev[ev["on_gpu"]] if ev["on_gpu"].any() else ev
-    if sub.empty:
+def _descending(values: np.ndarray) -> np.ndarray:
+    """The order ``Series.sort_values(ascending=False)`` gives (pandas' nargsort, default kind):
+    the reversed values sorted ascending, that order reversed."""
+    idx = np.arange(len(values))[::-1]
+    return idx[values[::-1].argsort(kind="quicksort")][::-1]
+
+
+def _span_ms(ev: Columns) -> float:
+    on_gpu = ev["on_gpu"]
+    sub = np.flatnonzero(on_gpu) if on_gpu.any() else np.arange(len(ev))
+    if not len(sub):
         return 0.0
-    start = sub["start_ns"].to_numpy(dtype=float)  # float: extreme ns values of a damaged file must not wrap
-    return float((start + sub["dur_ns"].to_numpy(dtype=float)).max() - start.min()) / 1e6
+    start = ev["start_ns"][sub].astype(float)  # float: extreme ns values of a damaged file must not wrap
+    return float((start + ev["dur_ns"][sub].astype(float)).max() - start.min()) / 1e6

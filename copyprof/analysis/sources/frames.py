@@ -18,9 +18,8 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from copyprof.events import name_array
+from copyprof.columns import Categorical, Columns
 from copyprof.taxonomy.copies import is_graph_launch
 from copyprof.taxonomy.modules import MODULE_PREFIX
 
@@ -79,35 +78,37 @@ class _Frames:
         return out
 
 
-def copy_sources(events: pd.DataFrame, rows: np.ndarray, op_shapes: dict[str, str] | None = None) -> CopySources:
+def copy_sources(events: Columns, rows: np.ndarray, op_shapes: dict[str, str] | None = None) -> CopySources:
     """Sources of the events at positional ``rows`` (GPU copies, or host copy ops themselves)."""
     n = len(rows)
     out = CopySources([None] * n, [[] for _ in range(n)], [""] * n, [NO_STACKS] * n, [""] * n, [[] for _ in range(n)])
     if not n:
         return out
-    kind = events["kind"].to_numpy()
+    rows = np.asarray(rows)
+    kind = events["kind"]
     ops, anchors = _issuers(events, rows, kind)
     if op_shapes:
-        ext = events["external_id"].to_numpy()
+        ext = events["external_id"]
         out.shape = [op_shapes.get(str(int(ext[op])), "") if op >= 0 else "" for op in ops.tolist()]
     py = np.flatnonzero(kind == "python")
     for i in np.flatnonzero(anchors == -2).tolist():
         out.why[i] = GRAPH
     if not len(py):
         return out
-    names = name_array(events)
-    tid = events["stream"].to_numpy()
-    start = events["start_ns"].to_numpy()
-    end = start + events["dur_ns"].to_numpy()
-    frames = {int(t): _Frames(start[py[tid[py] == t]], end[py[tid[py] == t]], names[py[tid[py] == t]])
-              for t in np.unique(tid[py]).tolist()}
+    names, codes = _per_code(events["name"]), events["name"].codes
+    tid = events["stream"]
+    start = events["start_ns"]
+    end = start[py] + events["dur_ns"][py]
+    py_tid = tid[py]
+    frames = {int(t): _Frames(start[py[py_tid == t]], end[py_tid == t], names[codes[py[py_tid == t]]])
+              for t in np.unique(py_tid).tolist()}
     for i, (op, anchor) in enumerate(zip(ops.tolist(), anchors.tolist())):
         if anchor == -2:
             continue
         if anchor < 0:
             out.why[i] = NO_OP
             continue
-        out.op[i] = str(names[op]) if op >= 0 else ""
+        out.op[i] = str(names[codes[op]]) if op >= 0 else ""
         tree = frames.get(int(tid[anchor]))
         chain = tree.enclosing(int(start[anchor])) if tree is not None else []
         out.modules[i] = [f for f in chain if f.startswith(MODULE_PREFIX)]  # type: ignore[index]
@@ -119,7 +120,16 @@ def copy_sources(events: pd.DataFrame, rows: np.ndarray, op_shapes: dict[str, st
     return out
 
 
-def _issuers(events: pd.DataFrame, rows: np.ndarray, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _per_code(col: Categorical) -> np.ndarray:
+    """The names by code, then "" for a missing one (code -1): index it with the codes of the
+    rows wanted, never a string per event."""
+    per_code = np.empty(len(col.categories) + 1, dtype=object)
+    per_code[:-1] = col.categories
+    per_code[-1] = ""
+    return per_code
+
+
+def _issuers(events: Columns, rows: np.ndarray, kind: Categorical) -> tuple[np.ndarray, np.ndarray]:
     """Per row: the CPU op that issued it (row, -1 unknown) and the host event to look up its
     Python frames at (the op, else the runtime call; -2 for a graph replay, -1 unknown).
 
@@ -127,10 +137,11 @@ def _issuers(events: pd.DataFrame, rows: np.ndarray, kind: np.ndarray) -> tuple[
     with that id); the call's External id names the CPU op, else the innermost kept CPU op of
     its thread around the call (only copy ops are kept: a copy inside a custom op's C++ is
     found by its call alone). Vectorised over the runtime calls (an eager GB trace has ~10^6)."""
-    corr = events["correlation"].to_numpy()
+    corr = events["correlation"]
     out = np.full(len(rows), -1, dtype=np.int64)
     anchor = np.full(len(rows), -1, dtype=np.int64)
-    host = kind[rows] == "cpu_op"
+    is_cpu = kind == "cpu_op"
+    host = is_cpu[rows]
     out[host] = anchor[host] = rows[host]
     runtime = np.flatnonzero((kind == "runtime") & (corr >= 0))
     if not len(runtime) or host.all():
@@ -139,22 +150,24 @@ def _issuers(events: pd.DataFrame, rows: np.ndarray, kind: np.ndarray) -> tuple[
     at = np.clip(np.searchsorted(keys, corr[rows]), 0, len(keys) - 1)
     found = ~host & (keys[at] == corr[rows])
     call = np.where(found, runtime[first[at]], -1)
-    names = name_array(events)
-    ext = events["external_id"].to_numpy()
-    cpu = np.flatnonzero(kind == "cpu_op")
+    name = events["name"]
+    launch = name.flags(is_graph_launch)  # per name code (and a last False for a missing name)
+    ext = events["external_id"]
+    cpu = np.flatnonzero(is_cpu)
     op_of_ext = {int(e): int(r) for e, r in zip(ext[cpu][::-1].tolist(), cpu[::-1].tolist()) if e >= 0}
-    tid = events["stream"].to_numpy()
-    start = events["start_ns"].to_numpy()
-    end = start + events["dur_ns"].to_numpy()
+    tid = events["stream"][cpu]
+    start = events["start_ns"][cpu]
+    end = start + events["dur_ns"][cpu]
+    c_tid, c_start = events["stream"], events["start_ns"]
     for i in np.flatnonzero(found).tolist():
         c = int(call[i])
-        if is_graph_launch(str(names[c])):
+        if launch[name.codes[c]]:
             anchor[i] = -2
             continue
         if int(ext[c]) in op_of_ext:
             out[i] = op_of_ext[int(ext[c])]
         else:
-            mine = cpu[(tid[cpu] == tid[c]) & (start[cpu] <= start[c]) & (end[cpu] >= start[c])]
-            out[i] = int(mine[np.argmax(start[mine])]) if len(mine) else -1
+            inside = (tid == c_tid[c]) & (start <= c_start[c]) & (end >= c_start[c])
+            out[i] = int(cpu[inside][np.argmax(start[inside])]) if inside.any() else -1
         anchor[i] = out[i] if out[i] >= 0 else c
     return out, anchor

@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from copyprof.analysis.steps.segment import GPU_KINDS, ROWS_PER_PASS, Steps, positions
-from copyprof.events import code_mask
+from copyprof.columns import Columns
 from copyprof.taxonomy.anchors import anchor_kind
 from copyprof.taxonomy.copies import d2d_mask, resolve_bytes_at
 
@@ -78,18 +77,20 @@ def _count_in(positions: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarr
     return np.searchsorted(positions, hi, side="left") - np.searchsorted(positions, lo, side="left")
 
 
-def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int | None,
+def step_ops(events: Columns, steps: Steps, counted: np.ndarray, cus: int | None,
              per_op: bool = False) -> StepOps:
     rows, op_first, step_ids = _counted_rows(events, steps, counted)
     n_ops = len(rows)
-    start_all = events["start_ns"].to_numpy()
-    codes_all = events["name"].cat.codes.to_numpy()
-    categories = events["name"].cat.categories.to_numpy(dtype=object)
-    kernels = np.flatnonzero((events["kind"] == "kernel").to_numpy()[rows]).astype(rows.dtype)
+    start_all = events["start_ns"]
+    codes_all = events["name"].codes
+    categories = events["name"].categories
+    kind = events["kind"]
+    kind_codes = kind.codes[rows]
+    kernels = np.flatnonzero(kind.flags(lambda k: k == "kernel")[kind_codes]).astype(rows.dtype)
     c_pos = np.flatnonzero(d2d_mask(events)[rows])
     c_rows = rows[c_pos]
     c_bytes, c_src = resolve_bytes_at(events, c_rows, cus)
-    c_dur = events["dur_ns"].to_numpy()[c_rows]
+    c_dur = events["dur_ns"][c_rows]
     c_start = start_all[c_rows]
     anchors = np.array([_ANCHOR_CODE[anchor_kind(n)] for n in categories], dtype=np.int8)
     op_anchor = anchors[codes_all[rows]] if len(categories) else np.zeros(n_ops, dtype=np.int8)
@@ -104,9 +105,8 @@ def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int |
     o_code = o_struct = o_stream = None
     if per_op:
         o_code = codes_all[rows]
-        o_stream = events["stream"].to_numpy()[rows]
-        kind_codes = events["kind"].cat.codes.to_numpy()[rows]
-        o_struct = code_mask(events["kind"], ("kernel", "memset"))[kind_codes]
+        o_stream = events["stream"][rows]
+        o_struct = kind.flags({"kernel", "memset"}.__contains__)[kind_codes]
         o_struct[c_pos] = False
     return StepOps(
         categories=categories, step_ids=step_ids, op_first=op_first, n_ops=n_ops, mla_at=mla_at, kda_at=kda_at,
@@ -118,7 +118,7 @@ def step_ops(events: pd.DataFrame, steps: Steps, counted: np.ndarray, cus: int |
     )
 
 
-def _counted_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _counted_rows(events: Columns, steps: Steps, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Table positions of the counted steps' GPU ops on the step device, in (step, start)
     order, ties in table order — what a stable ``lexsort((start, step))`` gives, without its
     ~25 MB of sort keys and indices on a 1 GB trace — with each step's first position and the
@@ -138,7 +138,7 @@ def _counted_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> tu
             runs, run_step = _runs(steps.step_of[rows])
     first_run = np.concatenate(([True], run_step[1:] != run_step[:-1]))[: len(run_step)]  # runs that start a step
     bounds = np.append(runs[:-1][first_run], len(rows)).astype(np.int64)
-    start = events["start_ns"].to_numpy()
+    start = events["start_ns"]
     for k in _steps_out_of_time_order(start, rows, bounds):
         part = rows[bounds[k] : bounds[k + 1]]
         part[:] = part[np.argsort(start[part], kind="stable")]
@@ -153,15 +153,15 @@ def _runs(step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return runs, step[runs[:-1]]
 
 
-def _wanted_rows(events: pd.DataFrame, steps: Steps, counted: np.ndarray) -> np.ndarray:
+def _wanted_rows(events: Columns, steps: Steps, counted: np.ndarray) -> np.ndarray:
     """Mask of the GPU ops on the step device in a counted step, built a block of rows at a
     time (through the kind column's codes and a lookup by step: no table-sized temporaries)."""
     step_of = steps.step_of
-    on_gpu = events["on_gpu"].to_numpy()
+    on_gpu = events["on_gpu"]
     kind = events["kind"]
-    kind_codes = kind.cat.codes.to_numpy()
-    gpu_kind = code_mask(kind, GPU_KINDS)
-    device = events["device"].to_numpy() if steps.device >= 0 else None
+    kind_codes = kind.codes
+    gpu_kind = kind.flags(set(GPU_KINDS).__contains__)
+    device = events["device"] if steps.device >= 0 else None
     counted = np.asarray(counted, dtype=np.int64)
     wanted = np.zeros(max(int(step_of.max(initial=-1)), int(counted.max(initial=-1))) + 2, dtype=bool)
     wanted[counted[counted >= 0] + 1] = True  # indexed by step + 1: row -1 (no step) is never wanted

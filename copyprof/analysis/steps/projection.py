@@ -9,13 +9,13 @@ inside its window.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from copyprof.analysis.steps.rows import ROWS_PER_PASS, STEP_DTYPE, positions
+from copyprof.columns import Columns
 from copyprof.taxonomy.copies import d2d_mask
 
 
-def project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_mask: np.ndarray,
+def project_through_correlations(events: Columns, ann: Columns, gpu_mask: np.ndarray,
                                   step_of: np.ndarray) -> np.ndarray:
     """Set ``step_of`` of the GPU work launched inside each CPU step range, matched through the
     correlation ids of the runtime calls; returns the table positions of the GPU ops that only
@@ -31,8 +31,8 @@ def project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_ma
     numpy columns only (a copy of the runtime rows as a frame cost ~400 MB on a 1 GB dense
     trace), int32 positions, and no sort of calls already in time order: 81 -> ~35 MB of
     temporaries on the 1.3 M runtime calls of a 1 GB eager A100 trace."""
-    corr = events["correlation"].to_numpy()
-    rt = positions((events["kind"] == "runtime").to_numpy() & (corr >= 0))
+    corr = events["correlation"]
+    rt = positions((events["kind"] == "runtime") & (corr >= 0))
     if not len(rt):
         return rt
     keys, step_by_key, by_other = _claims(events, ann, rt, corr)
@@ -45,16 +45,18 @@ def project_through_correlations(events: pd.DataFrame, ann: pd.DataFrame, gpu_ma
     return np.concatenate(from_other) if from_other else rt[:0]
 
 
-def _claims(events: pd.DataFrame, ann: pd.DataFrame, rt: np.ndarray,
+def _claims(events: Columns, ann: Columns, rt: np.ndarray,
             corr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(correlation ids, the step that claimed each, whether a range of another thread did) of
     the runtime calls at table positions ``rt``, thread by thread; all own-thread claims come
     first, so that they win an id that is claimed twice."""
-    rt_tid = events["stream"].to_numpy()[rt]
-    start = events["start_ns"].to_numpy()
-    ann_tid = ann["stream"].to_numpy()
-    ann_lo, ann_hi = ann["start_ns"].to_numpy(), (ann["start_ns"] + ann["dur_ns"]).to_numpy()
-    threads = pd.unique(rt_tid).tolist()  # in order of first appearance
+    rt_tid = events["stream"][rt]
+    start = events["start_ns"]
+    ann_tid = ann["stream"]
+    ann_lo = ann["start_ns"]
+    ann_hi = ann_lo + ann["dur_ns"]
+    _, first_at = np.unique(rt_tid, return_index=True)
+    threads = rt_tid[np.sort(first_at)].tolist()  # in order of first appearance
     own_keys, own_steps, other_keys, other_steps = [], [], [], []
     for tid in threads:
         mine = np.flatnonzero(ann_tid == tid)  # the step ranges of this thread, in time order
@@ -112,9 +114,9 @@ def _claim(rt_step: np.ndarray, starts: np.ndarray, lo_ns: np.ndarray, hi_ns: np
         rt_step[a:b] = np.where(rt_step[a:b] < 0, i, rt_step[a:b])
 
 
-def other_thread_note(events: pd.DataFrame, from_other: np.ndarray, step_of: np.ndarray) -> str:
+def other_thread_note(events: Columns, from_other: np.ndarray, step_of: np.ndarray) -> str:
     """Say how the steps differ from what the annotating thread alone launched."""
-    copies = int(d2d_mask(events.iloc[from_other]).sum())
+    copies = int(d2d_mask(events[["kind", "name", "copy_dir"]].take(from_other)).sum())
     steps = len(np.unique(step_of[from_other]))
     counted = int((step_of >= 0).sum())
     return (f"{len(from_other):,} of the {counted:,} GPU ops in the steps ({copies:,} device-to-device copies) were "

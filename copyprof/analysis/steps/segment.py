@@ -18,49 +18,50 @@ themselves, with the host-side copy ops inside them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from copyprof.analysis.steps.idle_gaps import cut_at_idle_gaps
 from copyprof.analysis.steps.projection import other_thread_note, project_through_correlations
 from copyprof.analysis.steps.rows import ROWS_PER_PASS, STEP_DTYPE, positions, step_extents
+from copyprof.columns import Columns
 from copyprof.taxonomy.annotations import GRAMMARS, parse_step
 from copyprof.taxonomy.copies import d2d_mask, is_graph_launch
 
 __all__ = ["GPU_KINDS", "ROWS_PER_PASS", "STEP_DTYPE", "Steps", "positions", "segment", "step_extents", "step_warnings"]
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
+# The columns an annotation range is read by (the step rules take these rows, not whole events).
+_ANN_COLUMNS = ("name", "start_ns", "dur_ns", "stream", "device")
 
 
 @dataclass
 class Steps:
-    """Steps of one trace. ``table`` has one row per step, in time order:
-    step, label, tokens, is_decode (True/False/None), start_ns, end_ns, span_ns, period_ns,
-    n_events. ``step_of`` maps each event row (positional) to its step or -1."""
+    """Steps of one trace. ``table`` has one row per step, in time order: step (int64), label
+    (str), tokens (int or None), is_decode (True/False/None), start_ns, end_ns, n_events,
+    span_ns (int64), period_ns (float64, NaN unless this step and the next are decode steps).
+    ``step_of`` maps each event row (positional) to its step or -1."""
 
     rule: str
-    table: pd.DataFrame
+    table: Columns
     step_of: np.ndarray
     device: int
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # low-confidence results: shown in every output format
 
     @property
-    def decode(self) -> pd.DataFrame:
-        return self.table[self.table["is_decode"].eq(True)]
+    def decode(self) -> Columns:
+        return self.table[_is_true(self.table["is_decode"])]
 
 
-def segment(events: pd.DataFrame) -> Steps:
-    gpu_mask = events["on_gpu"].to_numpy() & events["kind"].isin(GPU_KINDS).to_numpy()
+def segment(events: Columns) -> Steps:
+    gpu_mask = events["on_gpu"] & events["kind"].isin(GPU_KINDS)
     if not gpu_mask.any():
         return _cpu_annotation_steps(events)
-    # the busiest device; a Series over the numpy values: .loc[mask] would build an index of
-    # every selected row (8 bytes each) only to be dropped
-    device = int(pd.Series(events["device"].to_numpy()[gpu_mask]).value_counts().idxmax())
-    gpu_mask &= events["device"].to_numpy() == device
+    device = _busiest(events["device"][gpu_mask])
+    gpu_mask &= events["device"] == device
     for rule in (_annotation_steps, _graph_launch_steps):
         found = rule(events, gpu_mask, device)
         if found is not None:
@@ -71,38 +72,73 @@ def segment(events: pd.DataFrame) -> Steps:
     return _no_steps(events, device, why)
 
 
-def _no_steps(events: pd.DataFrame, device: int, why: str) -> Steps:
+def _busiest(devices: np.ndarray) -> int:
+    """The commonest device; a tie goes to the one seen first (as pandas' value_counts orders them)."""
+    lo, hi = int(devices.min()), int(devices.max())
+    if hi - lo < 1 << 16:  # GPU indexes: a count per value
+        counts = np.bincount(devices.astype(np.int64) - lo)
+        tied = np.flatnonzero(counts == counts.max()) + lo
+    else:
+        values, counts = np.unique(devices, return_counts=True)
+        tied = values[counts == counts.max()]
+    if len(tied) == 1:
+        return int(tied[0])
+    return int(min(tied.tolist(), key=lambda d: int(np.argmax(devices == d))))
+
+
+def _no_steps(events: Columns, device: int, why: str) -> Steps:
     """No rule found steps: say so plainly, and where the trace's copies can still be seen."""
     copies = int(d2d_mask(events).sum())
     warning = ("no steps were found: the trace has no step annotations and no graph launches, "
                f"and its idle gaps show no step structure ({why}); per-step figures are empty, not zero")
     if copies:
         warning += f". The trace has {copies:,} device-to-device copies in all: `copyprof inspect` lists them"
-    return Steps("none", _empty_table(), np.full(len(events), -1, dtype=STEP_DTYPE), device, ["no steps could be found"],
-                 [warning])
+    return Steps("none", _empty_table(), np.full(len(events), -1, dtype=STEP_DTYPE), device,
+                 ["no steps could be found"], [warning])
 
 
-def _empty_table() -> pd.DataFrame:
-    return pd.DataFrame(columns=["step", "label", "tokens", "is_decode", "start_ns", "end_ns", "span_ns", "period_ns", "n_events"])
+def _empty_table() -> Columns:
+    ints, objects = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+    return Columns({"step": ints, "label": objects, "tokens": objects, "is_decode": objects, "start_ns": ints,
+                    "end_ns": ints, "span_ns": ints, "period_ns": np.zeros(0, dtype=np.float64), "n_events": ints}, 0)
 
 
-def _step_annotations(events: pd.DataFrame, on_gpu: bool) -> tuple[pd.DataFrame, str] | tuple[None, None]:
-    ann = events[(events["kind"] == "annotation") & (events["on_gpu"] == on_gpu)]
-    if ann.empty:
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out
+
+
+def _is_true(values: np.ndarray) -> np.ndarray:
+    """Where a True/False/None column is True (None and False are not)."""
+    return np.fromiter((v is not None and bool(v) for v in values.tolist()), dtype=bool, count=len(values))
+
+
+def _sorted_by_start(events: Columns, rows: np.ndarray) -> np.ndarray:
+    """``rows`` in order of start; ties as pandas' default (quicksort) ``sort_values`` leaves them."""
+    return rows[np.argsort(events["start_ns"][rows], kind="quicksort")]
+
+
+def _step_annotations(events: Columns, on_gpu: bool) -> tuple[Columns, str] | tuple[None, None]:
+    rows = np.flatnonzero((events["kind"] == "annotation") & (events["on_gpu"] == on_gpu))
+    if not len(rows):
         return None, None
-    names = ann["name"].cat.remove_unused_categories() if hasattr(ann["name"], "cat") else ann["name"]
-    parsed = {str(n): parse_step(str(n)) for n in names.unique()}
+    names = events["name"]
+    codes = names.codes[rows]
+    present = np.unique(codes[codes >= 0]).tolist()
+    parsed = {c: parse_step(str(names.categories[c])) for c in present}
     grammars = {p.grammar for p in parsed.values() if p is not None}
     if not grammars:
         return None, None
     best = min(grammars, key=lambda g: (GRAMMARS[g], g))
     family = {"vllm", "vllm-detailed"} if best.startswith("vllm") else {best}
-    keep = [n for n, p in parsed.items() if p is not None and p.grammar in family]
-    sel = ann[ann["name"].astype(str).isin(keep)].sort_values("start_ns")
-    return sel, best
+    keep = np.zeros(len(names.categories) + 1, dtype=bool)  # per code; the last, for code -1, stays False
+    keep[[c for c, p in parsed.items() if p is not None and p.grammar in family]] = True
+    sel = _sorted_by_start(events, rows[keep[codes]])
+    return events[list(_ANN_COLUMNS)].take(sel), best
 
 
-def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> Steps | None:
+def _annotation_steps(events: Columns, gpu_mask: np.ndarray, device: int) -> Steps | None:
     cpu_ann, grammar = _step_annotations(events, on_gpu=False)
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     notes: list[str] = []
@@ -115,9 +151,10 @@ def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -
     gpu_ann, grammar = _step_annotations(events, on_gpu=True)
     if gpu_ann is None:
         return None
-    gpu_ann = gpu_ann[gpu_ann["device"].isin([device, -1])] if (gpu_ann["device"] >= 0).any() else gpu_ann
-    starts = events["start_ns"].to_numpy()
-    for i, (s, d) in enumerate(zip(gpu_ann["start_ns"].to_numpy(), gpu_ann["dur_ns"].to_numpy())):
+    if (gpu_ann["device"] >= 0).any():
+        gpu_ann = gpu_ann[np.isin(gpu_ann["device"], [device, -1])]
+    starts = events["start_ns"]
+    for i, (s, d) in enumerate(zip(gpu_ann["start_ns"].tolist(), gpu_ann["dur_ns"].tolist())):
         inside = gpu_mask & (starts >= s) & (starts < s + d) & (step_of < 0)
         step_of[inside] = i
     if not (step_of >= 0).any():
@@ -126,9 +163,9 @@ def _annotation_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -
     return _finish("annotation", grammar, gpu_ann, events, step_of, device, notes)
 
 
-def _finish(rule: str, grammar: str | None, ann: pd.DataFrame, events: pd.DataFrame, step_of: np.ndarray,
+def _finish(rule: str, grammar: str | None, ann: Columns, events: Columns, step_of: np.ndarray,
             device: int, notes: list[str]) -> Steps:
-    labels = ann["name"].astype(str).tolist()
+    labels = [str(n) for n in ann.strings("name").tolist()]
     infos = [parse_step(n) for n in labels]
     decode = [i.is_decode if i else None for i in infos]
     if grammar == "profiler-step":
@@ -139,21 +176,29 @@ def _finish(rule: str, grammar: str | None, ann: pd.DataFrame, events: pd.DataFr
     return Steps(f"{rule} ({grammar})", table, step_of, device, notes)
 
 
-def _graph_launch_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> Steps | None:
-    rt = events[(events["kind"] == "runtime") & (events["correlation"] >= 0)]
-    launches = rt[[is_graph_launch(str(n)) for n in rt["name"]]] if len(rt) else rt
-    if launches.empty:
+def _graph_launch_steps(events: Columns, gpu_mask: np.ndarray, device: int) -> Steps | None:
+    names, corr = events["name"], events["correlation"]
+    launch = names.flags(is_graph_launch)[names.codes]
+    rows = np.flatnonzero((events["kind"] == "runtime") & (corr >= 0) & launch)
+    del launch
+    if not len(rows):
         return None
-    launches = launches.sort_values("start_ns")
-    corr_step = {int(c): i for i, c in enumerate(launches["correlation"])}
-    mapped = events["correlation"].map(corr_step).to_numpy()
+    rows = _sorted_by_start(events, rows)
+    n = len(rows)
+    # a correlation id launched twice belongs to its later launch (in time order)
+    keys, last = np.unique(corr[rows][::-1], return_index=True)
+    step_by_key = (n - 1 - last).astype(STEP_DTYPE)
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
-    ok = gpu_mask & ~np.isnan(mapped.astype(float))
-    if not ok.any():
+    for lo in range(0, len(events), ROWS_PER_PASS):  # blockwise: the lookups' temporaries stay small
+        gpu = lo + np.flatnonzero(gpu_mask[lo : lo + ROWS_PER_PASS])
+        mine = corr[gpu]
+        at = np.minimum(np.searchsorted(keys, mine), len(keys) - 1)
+        hit = keys[at] == mine
+        step_of[gpu[hit]] = step_by_key[at[hit]]
+    if not (step_of >= 0).any():
         return None
-    step_of[ok] = mapped[ok].astype(STEP_DTYPE)
-    n = len(launches)
-    table = _build_table(events, step_of, [str(x) for x in launches["name"]], [None] * n, [True] * n)
+    labels = [str(x) for x in names.categories[names.codes[rows]].tolist()]
+    table = _build_table(events, step_of, labels, [None] * n, [True] * n)
     # one message, not a note repeating the warning
     notes: list[str] = []
     warnings = [f"steps are inferred, not marked: each of the {n:,} graph launches is taken as one step (the "
@@ -162,13 +207,13 @@ def _graph_launch_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int)
     return Steps("graph-launch", table, step_of, device, notes, warnings)
 
 
-def _idle_gap_steps(events: pd.DataFrame, gpu_mask: np.ndarray, device: int) -> tuple[Steps | None, str]:
+def _idle_gap_steps(events: Columns, gpu_mask: np.ndarray, device: int) -> tuple[Steps | None, str]:
     """Steps from idle gaps (analysis/steps/idle_gaps.py), or None and why none were taken."""
     idx = np.flatnonzero(gpu_mask)
-    order = idx[np.argsort(events["start_ns"].to_numpy()[idx], kind="stable")]
-    starts = events["start_ns"].to_numpy()[order]
-    ends = starts + events["dur_ns"].to_numpy()[order]
-    found, why = cut_at_idle_gaps(starts, ends, (events["kind"] == "kernel").to_numpy()[order])
+    order = idx[np.argsort(events["start_ns"][idx], kind="stable")]
+    starts = events["start_ns"][order]
+    ends = starts + events["dur_ns"][order]
+    found, why = cut_at_idle_gaps(starts, ends, (events["kind"] == "kernel")[order])
     if found is None:
         return None, why
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
@@ -195,47 +240,61 @@ def rank_warnings(per_rank: list[tuple[int, list[str]]]) -> list[str]:
     return out
 
 
-def _build_table(events: pd.DataFrame, step_of: np.ndarray, labels: list[str], tokens: list[int | None],
-                 is_decode: Sequence[bool | None]) -> pd.DataFrame:
-    n = len(labels)
-    first, last, count = step_extents(step_of, events["start_ns"].to_numpy(), events["dur_ns"].to_numpy(), n)
-    table = pd.DataFrame({
-        "step": np.arange(n), "label": labels, "tokens": pd.array(tokens, dtype="Int64"),
-        "is_decode": pd.array(is_decode, dtype="boolean"), "start_ns": first, "end_ns": last, "n_events": count,
-    })
-    table = table[table["n_events"] > 0].sort_values("start_ns").reset_index(drop=True)
-    table["span_ns"] = table["end_ns"] - table["start_ns"]
-    nxt_start = table["start_ns"].shift(-1)
-    nxt_decode = table["is_decode"].shift(-1).fillna(False).astype(bool)
-    table["period_ns"] = (nxt_start - table["start_ns"]).where(nxt_decode & table["is_decode"].fillna(False).astype(bool))
+def _build_table(events: Columns, step_of: np.ndarray, labels: list[str], tokens: list[int | None],
+                 is_decode: Sequence[bool | None]) -> Columns:
+    """The steps that hold events, in order of their first start (ties as a quicksort leaves them)."""
+    first, last, count = step_extents(step_of, events["start_ns"], events["dur_ns"], len(labels))
+    held = np.flatnonzero(count > 0)
+    order = held[np.argsort(first[held], kind="quicksort")]
+    return _step_table(order, labels, tokens, is_decode, first[order], last[order], count[order])
+
+
+def _step_table(order: np.ndarray, labels: Sequence[str], tokens: Sequence[int | None],
+                is_decode: Sequence[bool | None], start: np.ndarray, end: np.ndarray, count: np.ndarray) -> Columns:
+    """The step table of the steps ``order`` (ids into labels, tokens, is_decode)."""
+    pick = order.tolist()
+    decode = [None if is_decode[k] is None else bool(is_decode[k]) for k in pick]
+    start, end = start.astype(np.int64), end.astype(np.int64)
+    table = Columns({
+        "step": order.astype(np.int64),
+        "label": _objects([str(labels[k]) for k in pick]),
+        "tokens": _objects([None if tokens[k] is None else int(tokens[k]) for k in pick]),
+        "is_decode": _objects(decode),
+        "start_ns": start,
+        "end_ns": end,
+        "n_events": count.astype(np.int64),
+    }, len(pick))
+    table["span_ns"] = end - start
+    # to the next step's start where both are decode steps; float arithmetic, as the frame's
+    # shifted (NaN-holding) column computed it
+    period = np.full(len(pick), np.nan)
+    dec = np.array([d is True for d in decode], dtype=bool)
+    both = np.flatnonzero(dec[:-1] & dec[1:])
+    period[both] = start[both + 1].astype(np.float64) - start[both]
+    table["period_ns"] = period
     return table
 
 
-def _cpu_annotation_steps(events: pd.DataFrame) -> Steps:
+def _cpu_annotation_steps(events: Columns) -> Steps:
     ann, grammar = _step_annotations(events, on_gpu=False)
     step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     if ann is None:
         return Steps("none", _empty_table(), step_of, -1, ["no GPU events and no step annotations"],
                      ["no steps were found: the trace has no GPU events and no step annotations; per-step figures "
                       "are empty, not zero"])
-    starts = events["start_ns"].to_numpy()
-    host = (events["kind"] == "cpu_op").to_numpy()
-    for i, (s, d, tid) in enumerate(zip(ann["start_ns"], ann["dur_ns"], ann["stream"])):
-        inside = host & (starts >= s) & (starts < s + d) & (events["stream"].to_numpy() == tid)
+    starts = events["start_ns"]
+    host = events["kind"] == "cpu_op"
+    stream = events["stream"]
+    for i, (s, d, tid) in enumerate(zip(ann["start_ns"].tolist(), ann["dur_ns"].tolist(), ann["stream"].tolist())):
+        inside = host & (starts >= s) & (starts < s + d) & (stream == tid)
         step_of[inside] = i
-    labels = ann["name"].astype(str).tolist()
+    labels = [str(n) for n in ann.strings("name").tolist()]
     infos = [parse_step(n) for n in labels]
-    table = pd.DataFrame({
-        "step": np.arange(len(ann)), "label": labels,
-        "tokens": pd.array([i.tokens if i else None for i in infos], dtype="Int64"),
-        "is_decode": pd.array([i.is_decode if i else None for i in infos], dtype="boolean"),
-        "start_ns": ann["start_ns"].to_numpy(), "end_ns": (ann["start_ns"] + ann["dur_ns"]).to_numpy(),
-        "n_events": np.bincount(step_of[step_of >= 0], minlength=len(ann)),
-    })
-    table["span_ns"] = table["end_ns"] - table["start_ns"]
-    nxt = table["start_ns"].shift(-1)
-    both = table["is_decode"].fillna(False).astype(bool) & table["is_decode"].shift(-1).fillna(False).astype(bool)
-    table["period_ns"] = (nxt - table["start_ns"]).where(both)
+    n = len(labels)
+    start = ann["start_ns"].astype(np.int64)
+    table = _step_table(np.arange(n, dtype=np.int64), labels, [i.tokens if i else None for i in infos],
+                        [i.is_decode if i else None for i in infos], start, start + ann["dur_ns"],
+                        np.bincount(step_of[step_of >= 0], minlength=n))
     notes = ["CPU-only trace: steps are the CPU annotation ranges; no device copies can exist here, "
              "host-side copy ops (aten::copy_ …) are listed instead"]
     return Steps(f"cpu-annotation ({grammar})", table, step_of, -1, notes)

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from copyprof.columns import Columns
 from copyprof.events import KINDS, Trace, narrowest_int
 from copyprof.readers.kineto.chunk import LABEL_KEY_BASE
 from copyprof.taxonomy.copies import is_graph_launch
@@ -48,7 +49,7 @@ def split_ranks(trace: Trace, rank_key: np.ndarray, rank_counts: dict[int, np.nd
     for key in keys:
         rank = rank_of[key]
         rows = np.flatnonzero(rank_key == key)
-        events = trace.events.iloc[rows].reset_index(drop=True)
+        events = trace.table.take(rows)
         events["rank"] = np.full(len(events), rank, dtype=narrowest_int(rank, rank))
         meta = replace(trace.meta, ranks=[rank], warnings=list(trace.meta.warnings), devices=list(trace.meta.devices),
                        metadata=_metadata(trace.meta.metadata, len(keys), how))
@@ -72,6 +73,7 @@ def _metadata(metadata: dict, ranks: int, how: str) -> dict:
     return out
 
 
-def _graph_launches(events) -> int:  # noqa: ANN001 - a pandas DataFrame
-    runtime = events.loc[(events["kind"] == "runtime").to_numpy(), "name"]
-    return int(sum(n for name, n in runtime.value_counts().items() if n and is_graph_launch(str(name))))
+def _graph_launches(events: Columns) -> int:
+    names = events["name"]
+    launch = names.flags(is_graph_launch)[names.codes]
+    return int((launch & (events["kind"] == "runtime")).sum())

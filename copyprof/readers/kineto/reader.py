@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import numpy as np
 
+from copyprof.columns import Categorical, Columns
 from copyprof.errors import CopyprofError
 from copyprof.events import (
     BYTES_SOURCES,
@@ -44,8 +45,6 @@ from copyprof.readers.kineto.state import StreamState
 from copyprof.readers.kineto.stream import MalformedChunk, NotStreamable, stream_event_chunks
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from copyprof.readers.kineto.pool import ChunkPool
 
 _RANK_IN_NAME = re.compile(r"(?:^|[_.\-])rank[_\-]?(\d+)(?:[_.\-]|$)")
@@ -149,7 +148,7 @@ class _Accumulator:
     def kind_counts(self) -> dict[str, int]:
         return {k: int(c) for k, c in zip(KINDS, self.counts)}
 
-    def build(self, rank: int) -> tuple[pd.DataFrame, np.ndarray]:
+    def build(self, rank: int) -> tuple[Columns, np.ndarray]:
         """The table (every row of rank ``rank``) and each row's rank key (-1 none)."""
         names = list(self.names)
         if not self.rows:
@@ -174,18 +173,14 @@ class _Accumulator:
 
 
 def table_frame(codes: np.ndarray, names: list[str], cols: dict[str, np.ndarray], rank: int,
-                copy_dir: tuple[np.ndarray, list[str]]) -> pd.DataFrame:
-    """The frame events.make_table would build from these columns, without its copies.
-
-    make_table goes through object arrays for the categoricals and lets pandas consolidate
-    (copy) the numeric columns; at 1.7 M rows that doubles peak memory. Same dtypes, same
-    categories, same values (tests/readers/test_parallel.py checks it against make_table).
-    """
-    import pandas as pd
+                copy_dir: tuple[np.ndarray, list[str]]) -> Columns:
+    """The table events.make_table would build from these columns, without its copies
+    (make_table goes through object arrays for the categoricals). Same dtypes, same
+    categories, same values (tests/readers/test_parallel.py checks it against make_table)."""
     n = len(codes)
     data: dict[str, Any] = {
-        "kind": pd.Categorical.from_codes(cols.pop("kind_idx"), categories=KINDS),
-        "name": pd.Categorical.from_codes(codes, categories=names),
+        "kind": Categorical(cols.pop("kind_idx"), KINDS),
+        "name": Categorical(codes, names),
         "on_gpu": cols.pop("on_gpu").astype(bool, copy=False),
     }
     nbytes = cols["bytes"]
@@ -196,9 +191,9 @@ def table_frame(codes: np.ndarray, names: list[str], cols: dict[str, np.ndarray]
             data[col] = cols.pop(col)  # ColumnBuffer kept it in the narrowest dtype its values need
         else:
             data[col] = cols.pop(col).astype(dtype, copy=False)
-    data["bytes_src"] = pd.Categorical.from_codes((nbytes >= 0).view(np.int8), categories=BYTES_SOURCES)
-    data["copy_dir"] = pd.Categorical.from_codes(copy_dir[0], categories=copy_dir[1])
-    return pd.DataFrame(data, columns=list(COLUMNS), copy=False)
+    data["bytes_src"] = Categorical((nbytes >= 0).view(np.int8), BYTES_SOURCES)
+    data["copy_dir"] = Categorical(copy_dir[0], copy_dir[1])
+    return Columns({c: data[c] for c in COLUMNS}, n)
 
 
 def _dir_from_name(name: str) -> str:
@@ -240,8 +235,8 @@ def read_kineto(path: str, pool: ChunkPool | None = None) -> list[Trace]:
     header = {**state.header, **state.tail}
     meta = _meta(path, header, cols)
     meta.partial = partial
-    events, rank_key = cols.build(meta.ranks[0])
-    return split_ranks(Trace(meta=meta, events=events), rank_key, cols.rank_counts)
+    table, rank_key = cols.build(meta.ranks[0])
+    return split_ranks(Trace(meta=meta, events=table), rank_key, cols.rank_counts)
 
 
 def _decode_whole(path: str) -> tuple[dict[str, Any], list[Event], np.ndarray]:
