@@ -129,3 +129,18 @@ def test_unmarked_events_go_to_the_first_rank_and_are_said(tmp_path):
     assert [t.meta.ranks for t in traces] == [[0], [1]]
     assert any(w.startswith("1 events of the merged file carry no rank mark") for w in traces[0].meta.warnings)
     assert traces[0].meta.kind_counts["cpu_op"] == 1 and traces[1].meta.kind_counts["cpu_op"] == 0
+
+
+def test_a_chunk_without_rank_marks_still_counts_its_events_as_unmarked():
+    # A merged file is read in pieces; a piece whose events carry no rank mark (the file's tail,
+    # say) must hand its kind counts to the unmarked key (-1), which split_ranks gives to the
+    # first rank. They were dropped, so the counts depended on where the pieces were cut.
+    import numpy as np
+
+    from copyprof.events import KINDS
+    from copyprof.readers.kineto.chunk import kept_rows
+
+    kinds = np.array([KINDS.index("kernel"), KINDS.index("runtime"), KINDS.index("kernel")])
+    res, _ = kept_rows(kinds, np.zeros(3, dtype=np.int32), ["k"], np.full(3, -1))
+    assert list(res.rank_counts) == [-1]
+    assert res.rank_counts[-1][KINDS.index("kernel")] == 2 and res.rank_counts[-1][KINDS.index("runtime")] == 1

@@ -119,6 +119,8 @@ def kept_rows(kind_all: np.ndarray, codes_all: np.ndarray, names_all: list[str],
     if rank_all is not None and (rank_all >= 0).any():
         for key in np.unique(rank_all[keep]).tolist():
             res.rank_counts[key] = np.bincount(kind_all[keep & (rank_all == key)], minlength=len(KINDS))
+    elif rank_all is not None:  # no event of this chunk is marked: all are counted as unmarked (-1), or a
+        res.rank_counts[-1] = res.counts  # merged file's first rank would lose them when the marks are elsewhere
     cpu = kind_all == CPU_OP
     if cpu.any():
         host = np.fromiter(map(HOST_COPY_OPS.__contains__, names_all), dtype=bool, count=len(names_all))
