@@ -168,8 +168,10 @@ def _op_steps(head: RankAnalysis):  # noqa: ANN202 (numpy array)
     c = head.census
     if c.op_rows is None or c.op_steps is None or c.op_first is None:
         return None
+    from copyprof.analysis.steps.rows import STEP_DTYPE
+
     counts = np.diff(np.append(c.op_first, len(c.op_rows)))
-    return np.repeat(c.op_steps, counts)
+    return np.repeat(c.op_steps.astype(STEP_DTYPE), counts)  # one per op: int32, not 8 MB of int64 per 1 M ops
 
 
 def _run_completeness(head: RankAnalysis, analyses: list[RankAnalysis]) -> Completeness | None:
