@@ -33,15 +33,21 @@ def module_path(python: str, tree: Path, workdir: str) -> str:
     return out.stdout.strip()
 
 
-def timed(python: str, tree: Path, args: list[str], workdir: str) -> tuple[float, float, bytes]:
-    """Wall seconds, CPU seconds of the command and its children, and its stdout."""
-    before = os.times()
+def timed(python: str, tree: Path, args: list[str], workdir: str) -> tuple[float, float, float, bytes]:
+    """Wall seconds, CPU seconds of the command and its children, its peak RSS in MB (the
+    largest of the process and the children it waited for, as GNU time reports it), and its
+    stdout."""
     start = time.perf_counter()
-    proc = subprocess.run([python, "-m", "copyprof", *args], cwd=workdir, env={**os.environ, "PYTHONPATH": str(tree)},
-                          capture_output=True, check=True)
-    wall = time.perf_counter() - start
-    after = os.times()
-    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system), proc.stdout
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen([python, "-m", "copyprof", *args], cwd=workdir, stdout=out, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "PYTHONPATH": str(tree)})
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args)
+        out.seek(0)
+        return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out.read()
 
 
 def main() -> None:
@@ -66,19 +72,22 @@ def main() -> None:
                 sys.exit(f"arm {arm} imports copyprof from {where}, not from {tree}")
         times: dict[str, list[float]] = {"A": [], "B": []}
         cpu: dict[str, list[float]] = {"A": [], "B": []}
+        rss: dict[str, list[float]] = {"A": [], "B": []}
         for k in range(a.rounds):
             outputs = {}
             for arm, tree in trees.items():
-                wall, used, outputs[arm] = timed(a.python, tree, args, workdir)
+                wall, used, peak, outputs[arm] = timed(a.python, tree, args, workdir)
                 times[arm].append(wall)
                 cpu[arm].append(used)
+                rss[arm].append(peak)
             same = "same output" if outputs["A"] == outputs["B"] else "OUTPUT DIFFERS"
             print(f"round {k + 1}: A {times['A'][-1]:.2f} s  B {times['B'][-1]:.2f} s  "
-                  f"B/A {times['B'][-1] / times['A'][-1]:.3f}  {same}")
+                  f"B/A {times['B'][-1] / times['A'][-1]:.3f}  RSS A {rss['A'][-1]:.0f} MB  B {rss['B'][-1]:.0f} MB  {same}")
     ratios = [b / x for x, b in zip(times["A"], times["B"])]
     print(f"per-round B/A: median {statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}); "
           f"medians A {statistics.median(times['A']):.2f} s, B {statistics.median(times['B']):.2f} s; "
-          f"CPU A {statistics.median(cpu['A']):.2f} s, B {statistics.median(cpu['B']):.2f} s")
+          f"CPU A {statistics.median(cpu['A']):.2f} s, B {statistics.median(cpu['B']):.2f} s; "
+          f"peak RSS A {statistics.median(rss['A']):.1f} MB, B {statistics.median(rss['B']):.1f} MB")
 
 
 if __name__ == "__main__":
