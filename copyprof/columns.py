@@ -53,6 +53,15 @@ def load_pandas() -> Any:
     return pd
 
 
+def filled(n: int, value: object) -> np.ndarray:
+    """An object array of ``n`` references to one ``value``. (``np.full(n, "text", dtype=object)``
+    casts through a string array and makes a new str object per element: 3.4 MB more per column
+    at 65k copies, measured with memray at the analysis' peak.)"""
+    out = np.empty(n, dtype=object)
+    out.fill(value)
+    return out
+
+
 class Categorical:
     """A column of strings stored as integer codes into ``categories`` (-1: missing)."""
 

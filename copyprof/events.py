@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from copyprof.columns import Categorical, Columns
+from copyprof.columns import Categorical, Columns, filled
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -236,11 +236,11 @@ def name_array(events: Any) -> np.ndarray:
     """Event names as a numpy object array, straight from the categorical's codes."""
     col = events["name"]
     if isinstance(col, Categorical):
-        return col.strings() if len(col.categories) else np.full(len(col), "", dtype=object)
+        return col.strings() if len(col.categories) else filled(len(col), "")
     if col.dtype.name == "category":
         cats = col.cat.categories.to_numpy(dtype=object)
         codes = col.cat.codes.to_numpy()
-        return cats[codes] if len(cats) else np.full(len(col), "", dtype=object)
+        return cats[codes] if len(cats) else filled(len(col), "")
     return col.to_numpy(dtype=object)
 
 

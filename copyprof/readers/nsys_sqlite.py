@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from copyprof.columns import load_pandas
+from copyprof.columns import filled, load_pandas
 from copyprof.errors import CopyprofError
 from copyprof.events import KINDS, Trace, TraceMeta, make_table
 from copyprof.readers import nsys_schema as schema
@@ -156,7 +156,7 @@ class _Reader:
             remap = np.array([index.setdefault(n, len(index)) for n in p.names], dtype=np.int32)
             codes.append(remap[p.codes] if len(p.codes) else np.empty(0, np.int32))
             cols_list.append(p.cols)
-            kinds.append(np.full(len(p.codes), p.kind, dtype=object))
+            kinds.append(filled(len(p.codes), p.kind))
         n = sum(len(c) for c in codes)
         cols: dict[str, Any] = {}
         defaults: dict[str, Any] = {"bytes_src": "none", "copy_dir": ""}

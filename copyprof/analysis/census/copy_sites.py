@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from copyprof.analysis.census.layer_map import LayerMap
+from copyprof.columns import filled
 from copyprof.models.layout import MLP_ONLY_KINDS, single_block_layers
 from copyprof.taxonomy.anchors import anchor_mechanism, is_allreduce
 from copyprof.vocabulary import Place, Role
@@ -105,8 +106,8 @@ def place_copies(codes: np.ndarray, structural: np.ndarray, copy_at: np.ndarray,
     -> kind for the kernels the layer map found specific to a kind; ``streams``: each op's GPU
     stream (a copy's producer is the kernel before it on its own stream)."""
     n = len(copy_at)
-    role = np.full(n, UNPLACED, dtype=object)
-    place = np.full(n, Place.NO_LAYERS.value, dtype=object)
+    role = filled(n, UNPLACED)
+    place = filled(n, Place.NO_LAYERS.value)
     layer = lm.op_layer[copy_at].astype(np.int64) if lm.status == "ok" else np.full(n, -1, dtype=np.int64)
     slot = lm.op_slot[copy_at].astype(np.int64) if lm.status == "ok" else np.zeros(n, dtype=np.int64)
     nxt = _next_structural(structural, copy_at)

@@ -16,7 +16,7 @@ import numpy as np
 
 from copyprof.analysis.census.count import Census
 from copyprof.analysis.results import Estimate, GraphNodeMatch, Site, known
-from copyprof.columns import Columns, group_ids, group_rows
+from copyprof.columns import Columns, filled, group_ids, group_rows
 from copyprof.models.layout import kind_label
 from copyprof.vocabulary import Role, UNATTRIBUTED_SITE
 
@@ -89,7 +89,7 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
     nbytes, bsrc = cp["bytes"], cp.strings("bytes_src")
     sizeless = (nbytes < 0) | (bsrc == "layout")
     neighbour = np.where(sizeless, cp.strings("next_kernel"), "")
-    source = cp["source"] if "source" in cp else np.full(len(cp), "", dtype=object)
+    source = cp["source"] if "source" in cp else filled(len(cp), "")
     site, dur, layer, kind, role = cp.strings("site"), cp["dur_ns"], cp["layer"], cp.strings("kind"), cp.strings("role")
     col = {name: cp[name] for name in ("stack", "why", "shape", "place", "evidence", "structure_said", "agree")
            if name in cp}

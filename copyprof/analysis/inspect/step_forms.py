@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from copyprof.columns import Columns
+from copyprof.columns import Columns, filled
 from copyprof.events import Trace, name_array
 from copyprof.taxonomy.copies import copy_class, is_graph_launch, resolve_bytes_at
 
@@ -41,7 +41,7 @@ def copy_forms(events: Columns, op_shapes: dict[str, str] | None = None) -> np.n
     kind = events["kind"].strings(None)
     names = name_array(events).astype(object)
     cls = np.asarray(copy_class(events))
-    out = np.full(len(events), "", dtype=object)
+    out = filled(len(events), "")
     rows = np.flatnonzero((kind == "memcpy") | ((kind == "kernel") & (cls == "d2d")))
     nbytes, _ = resolve_bytes_at(events, rows)
     directions = events["copy_dir"].strings(np.nan)  # a missing direction (NaN) is printed "nan"

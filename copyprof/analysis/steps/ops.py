@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from copyprof.analysis.steps.segment import GPU_KINDS, ROWS_PER_PASS, Steps, positions
-from copyprof.columns import Columns
+from copyprof.columns import Columns, filled
 from copyprof.taxonomy.anchors import anchor_kind
 from copyprof.taxonomy.copies import d2d_mask, resolve_bytes_at
 
@@ -194,7 +194,7 @@ def _kernel_names(kernels: np.ndarray, op_first: np.ndarray, at: np.ndarray, at_
     as indexes into ``op_first``, are ``at_step``), in the same step. ``kernels``: op positions
     of the kernels; ``names``: (rows, table name codes, categories)."""
     rows, codes_all, categories = names
-    out = np.full(len(at), "", dtype=object)
+    out = filled(len(at), "")
     if not len(kernels) or not len(at):
         return out
     at_k = at.astype(kernels.dtype)  # same dtype: searchsorted would otherwise cast (copy) all of kernels
