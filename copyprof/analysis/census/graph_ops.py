@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from copyprof.analysis.steps.rows import ROWS_PER_PASS
 from copyprof.columns import Columns
 from copyprof.taxonomy.copies import is_graph_launch
-
-
-_BLOCK = 1 << 16  # rows per step of graph_replayed's search: ~1 MB of temporaries
 
 
 def graph_replayed(events: Columns, rows: np.ndarray) -> np.ndarray:
@@ -32,11 +30,11 @@ def graph_replayed(events: Columns, rows: np.ndarray) -> np.ndarray:
     # Membership by binary search in the few launches' ids, a block of rows at a time: np.isin
     # sorts both sides together, and even the search's int64 positions over all of a 1 GB
     # trace's ~1 M ops were ~17 MB of temporaries at the analysis' memory peak (memray).
-    for lo in range(0, len(rows), _BLOCK):
-        mine = corr[rows[lo : lo + _BLOCK]]
+    for lo in range(0, len(rows), ROWS_PER_PASS):
+        mine = corr[rows[lo : lo + ROWS_PER_PASS]]
         at = np.searchsorted(launched, mine)
         np.minimum(at, len(launched) - 1, out=at)
-        out[lo : lo + _BLOCK] = (launched[at] == mine) & (mine >= 0)
+        out[lo : lo + ROWS_PER_PASS] = (launched[at] == mine) & (mine >= 0)
     return out
 
 
