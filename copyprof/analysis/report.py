@@ -85,7 +85,8 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     )
     graph = meta.graph_launches > 0
     report.candidates = copy_candidates(head.census.copies, head.census.per_step, graph=graph) + \
-        kernel_candidates(head.trace.table, head.census.op_rows, _op_steps(head), head.census.per_step, graph=graph)
+        kernel_candidates(head.trace.table, head.census.op_rows, head.census.op_first, head.census.op_steps,
+                          head.census.per_step, graph=graph)
     if decode_n == 0 and len(head.steps.table):  # steps exist, none pure decode: --all-steps can count them
         report.notes.append("no pure-decode steps found: figures are empty (--all-steps counts the "
                             f"{len(head.steps.table)} other step(s))")
@@ -159,19 +160,6 @@ def _add_run_files(report: RunReport, path: str) -> None:
     tpots = load_tpots(path)
     if tpots is not None:
         report.tpot_ms = [float(x) for x in tpots]
-
-
-def _op_steps(head: RankAnalysis):  # noqa: ANN202 (numpy array)
-    """The step of each op in ``census.op_rows`` (they are in step order; op_first says where each begins)."""
-    import numpy as np
-
-    c = head.census
-    if c.op_rows is None or c.op_steps is None or c.op_first is None:
-        return None
-    from copyprof.analysis.steps.rows import STEP_DTYPE
-
-    counts = np.diff(np.append(c.op_first, len(c.op_rows)))
-    return np.repeat(c.op_steps.astype(STEP_DTYPE), counts)  # one per op: int32, not 8 MB of int64 per 1 M ops
 
 
 def _run_completeness(head: RankAnalysis, analyses: list[RankAnalysis]) -> Completeness | None:

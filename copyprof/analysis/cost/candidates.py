@@ -134,10 +134,13 @@ def copy_candidates(copies: Columns, per_step: Columns, *, graph: bool) -> list[
     return sorted(out, key=lambda c: -(c.removable_with_gap_ms or 0.0))
 
 
-def kernel_candidates(events: Columns, rows: np.ndarray | None, steps_of_rows: np.ndarray | None,
-                      per_step: Columns, *, graph: bool) -> list[Candidate]:
-    """Elementwise copy kernels of the counted steps, by name (never counted as device copies)."""
-    if rows is None or steps_of_rows is None or not len(rows):
+def kernel_candidates(events: Columns, rows: np.ndarray | None, op_first: np.ndarray | None,
+                      op_steps: np.ndarray | None, per_step: Columns, *, graph: bool) -> list[Candidate]:
+    """Elementwise copy kernels of the counted steps, by name (never counted as device copies).
+    ``rows``: the counted ops' table positions in step order; ``op_first``/``op_steps``: each
+    step's first position in ``rows`` and its id (the census' op index). Only the kernels'
+    steps are looked up: a step per op would be ~4 MB at the analysis' end on a 1 GB trace."""
+    if rows is None or op_first is None or op_steps is None or not len(rows):
         return []
     from copyprof.taxonomy.copies import kernel_copy_class
 
@@ -150,12 +153,13 @@ def kernel_candidates(events: Columns, rows: np.ndarray | None, steps_of_rows: n
     kernel = (kind_col.codes[rows] == kind_col.code_of("kernel")) & elem[codes]  # on the codes: no object array
     if not kernel.any():
         return []
-    all_steps = per_step["step"] if not per_step.empty else np.unique(steps_of_rows)
+    all_steps = per_step["step"] if not per_step.empty else op_steps  # op_steps: ascending, each with ops
     period = _known(per_step["period_ns"]) / 1e6 if "period_ns" in per_step else np.array([])
     period_med = float(np.median(period)) if len(period) else None
     noise = _period_noise(period)
     k_rows = rows[kernel]
-    k_step, k_dur = steps_of_rows[kernel], events["dur_ns"][k_rows]
+    k_step = op_steps[np.searchsorted(op_first, np.flatnonzero(kernel), side="right") - 1]
+    k_dur = events["dur_ns"][k_rows]
     k_codes, k_group = np.unique(codes[kernel], return_inverse=True)  # by name code, ascending
     out = []
     for code, g in zip(k_codes.tolist(), group_rows(k_group.ravel(), len(k_codes))):
