@@ -338,6 +338,15 @@ def commonest(values: Sequence[Any] | np.ndarray) -> Any:
     return next(v for v, c in counts.items() if c == best)
 
 
+def float_values(values: Any) -> np.ndarray:
+    """A column as float64, None as NaN (an object column of numbers and None, as the
+    per-step tables hold for figures a step may lack)."""
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        return np.array([np.nan if v is None else float(v) for v in arr.tolist()], dtype=float)
+    return arr.astype(float)
+
+
 def median_of(values: Any) -> float | None:
     """The median of the values that are numbers (None and NaN dropped); None when none are."""
     arr = np.asarray([np.nan if v is None else v for v in values] if not isinstance(values, np.ndarray) else values)

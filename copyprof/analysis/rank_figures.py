@@ -16,7 +16,7 @@ from copyprof.analysis.health.launch_overhead import StepBusy, launch_overhead
 from copyprof.analysis.results import BySource, Completeness, LaunchOverhead, PerStep, RankAgreement, Timeline, known
 from copyprof.analysis.sources.frames import copy_sources
 from copyprof.analysis.steps.segment import Steps, segment
-from copyprof.columns import Columns, group_ids, group_rows, median_of
+from copyprof.columns import Columns, float_values, group_ids, group_rows, median_of
 from copyprof.events import Trace
 from copyprof.models import ModelLayout
 from copyprof.taxonomy.devices import device_cus
@@ -56,14 +56,6 @@ def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = Fal
 def _median(values: np.ndarray) -> float | None:
     """The median of the known values (None and NaN skipped); None when there is none."""
     return median_of(values)
-
-
-def _floats(values: np.ndarray) -> np.ndarray:
-    """A column as float64, None as NaN."""
-    arr = np.asarray(values)
-    if arr.dtype == object:
-        return np.array([np.nan if v is None else float(v) for v in arr.tolist()], dtype=float)
-    return arr.astype(float)
 
 
 def _int_median(values: np.ndarray) -> int:
@@ -120,8 +112,8 @@ def _gpu_time(ps: Columns) -> tuple[float | None, float | None, float | None]:
     """The GPU's busy time, graph-replay span (ms) and busy fraction: medians over the counted steps."""
     if "busy_ns" not in ps:
         return None, None, None
-    period = _floats(ps["period_ns"])
-    busy = _floats(ps["busy_ns"])
+    period = float_values(ps["period_ns"])
+    busy = float_values(ps["busy_ns"])
     with np.errstate(divide="ignore", invalid="ignore"):
         fraction = np.where(period > 0, busy / period, np.nan)  # NaN where the step has no period
     return _ms(_median(busy)), _ms(_median(ps["replay_ns"])), _median(fraction)
@@ -175,7 +167,7 @@ def host_by_source(ra: RankAnalysis) -> list[BySource]:
 def step_series(ra: RankAnalysis) -> dict[str, list[float | None]]:
     """Per-step values of the headline rank (A/B statistics, plots; not in the JSON contract)."""
     def col(values: np.ndarray, scale: float = 1.0) -> list[float | None]:
-        return [known(v / scale) for v in _floats(values).tolist()]
+        return [known(v / scale) for v in float_values(values).tolist()]
 
     ps = ra.census.per_step
     if ps.empty:

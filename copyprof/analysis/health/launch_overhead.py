@@ -29,7 +29,7 @@ import numpy as np
 from copyprof.analysis.health.graph_launches import GraphLaunches
 from copyprof.analysis.results import LaunchOverhead, known
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
-from copyprof.columns import Columns, group_ids, median_of
+from copyprof.columns import Columns, float_values, group_ids, median_of
 
 # Healthy graph replay leaves the GPU idle ~3 % of a step (ROCm/ATOM#432: 97 % occupancy; the two
 # MI300X roctracer samples here lose 2.9 % inside their hipGraphLaunch). A tenth of the step lost
@@ -176,7 +176,7 @@ def _per_step(launches: GraphLaunches, counted: np.ndarray, table: Columns, busy
     per_hi = np.full(n_steps, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(per_hi, gid, hi_step)
     row = at[first]  # each step's row in ``table``
-    period = _floats(table["period_ns"])[row]
+    period = float_values(table["period_ns"])[row]
     window = (per_hi - per_lo).astype(float)
     span = np.where(~np.isnan(period) & (period > 0), period, window)
     step_start = np.asarray(table["start_ns"])[row].astype(np.int64)
@@ -200,14 +200,6 @@ def _group_sum(gid: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n, dtype=np.int64)
     np.add.at(out, gid, values.astype(np.int64))
     return out
-
-
-def _floats(values: np.ndarray) -> np.ndarray:
-    """A column as float64, None as NaN."""
-    arr = np.asarray(values)
-    if arr.dtype == object:
-        return np.array([np.nan if v is None else float(v) for v in arr.tolist()], dtype=float)
-    return arr.astype(float)
 
 
 def _message(o: LaunchOverhead, name: str, per: _PerStep, kineto_sdk: bool = False) -> str:
