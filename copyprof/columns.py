@@ -279,12 +279,19 @@ def group_ids(*keys: np.ndarray | Categorical, sort: bool = False) -> tuple[np.n
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     inverse = [_key_codes(k, sort) for k in keys]
+    radices = [int(codes.max()) + 1 for codes in inverse]
     if len(inverse) == 1:
-        combined = inverse[0]
+        combined = inverse[0].astype(np.int64)
+    elif float(np.prod(np.array(radices, dtype=float))) < 2.0 ** 62:
+        # One mixed-radix number per row (first key most significant): the same order as the
+        # keys' values, with one sort below instead of one per key.
+        combined = inverse[0].astype(np.int64)
+        for codes, radix in zip(inverse[1:], radices[1:]):
+            combined = combined * radix + codes
     else:
         combined = np.zeros(n, dtype=np.int64)
-        for codes in inverse:  # mixed radix; renumbered after each key so it never overflows
-            combined = np.unique(combined * (int(codes.max()) + 1) + codes, return_inverse=True)[1].ravel()
+        for codes, radix in zip(inverse, radices):  # renumbered after each key so it never overflows
+            combined = np.unique(combined * radix + codes, return_inverse=True)[1].ravel()
     uniq, first, inv = np.unique(combined, return_index=True, return_inverse=True)
     inv = inv.ravel()
     if sort:
@@ -296,7 +303,8 @@ def group_ids(*keys: np.ndarray | Categorical, sort: bool = False) -> tuple[np.n
 
 
 def _key_codes(key: np.ndarray | Categorical, sort: bool) -> np.ndarray:
-    """Integer codes of a key column that order as its values do."""
+    """Integer codes of a key column that order as its values do (int32: a key has fewer
+    distinct values than 2**31 rows; group_ids combines them in int64)."""
     if isinstance(key, Categorical):
         key = key.strings(None) if sort else key.codes
     arr = np.asarray(key)
@@ -310,8 +318,8 @@ def _key_codes(key: np.ndarray | Categorical, sort: bool) -> np.ndarray:
             for v in values:
                 if v not in index:
                     index[v] = len(index)
-        return np.fromiter((index[v] for v in values), dtype=np.int64, count=len(values))
-    return np.unique(arr, return_inverse=True)[1].ravel().astype(np.int64)
+        return np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values))
+    return np.unique(arr, return_inverse=True)[1].ravel().astype(np.int32)
 
 
 def _sort_key(v: Any) -> tuple[int, Any]:

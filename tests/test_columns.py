@@ -123,3 +123,16 @@ def test_filled_holds_one_object_not_one_per_row() -> None:
     assert out.dtype == object and len(out) == 1000
     assert all(v is text for v in out.tolist())
     assert filled(0, None).shape == (0,)
+
+
+def test_group_ids_of_many_keys_whose_combinations_overflow_int64_match_pandas() -> None:
+    # Keys are combined as one mixed-radix number per row; where the product of their distinct
+    # counts passes 2**62 they are renumbered key by key instead. Both must number the groups as
+    # pandas does: here 12 keys of 40 distinct values each (40**12 > 2**62).
+    rng = np.random.default_rng(7)
+    keys = [rng.permutation(40) for _ in range(12)]
+    keys[3][5] = keys[3][6]  # not every row unique
+    frame = pd.DataFrame({f"k{i}": k for i, k in enumerate(keys)})
+    for sort in (False, True):
+        gid, _ = group_ids(*keys, sort=sort)
+        assert gid.tolist() == frame.groupby(list(frame.columns), sort=sort).ngroup().tolist()
