@@ -184,7 +184,7 @@ class Columns:
     def __setitem__(self, name: str, values: Any) -> None:
         col = values if isinstance(values, (Categorical, np.ndarray)) else _as_array(values, self._n)
         if isinstance(col, np.ndarray) and col.ndim == 0:
-            col = np.full(len(self), col.item(), dtype=col.dtype if col.dtype.kind != "U" else object)
+            col = filled(len(self), col.item()) if col.dtype.kind in "UO" else np.full(len(self), col.item(), dtype=col.dtype)
         if self._n is None:
             self._n = len(col)
         elif len(col) != self._n:
@@ -200,8 +200,7 @@ class Columns:
         if index.dtype == bool and len(index) != len(self):
             raise ValueError(f"mask of {len(index)} rows for a table of {len(self)}")
         n = int(index.sum()) if index.dtype == bool else len(index)
-        return Columns({k: c.take(np.flatnonzero(index) if index.dtype == bool else index) if isinstance(c, Categorical)
-                        else c[index] for k, c in self._cols.items()}, n)
+        return Columns({k: c.take(index) if isinstance(c, Categorical) else c[index] for k, c in self._cols.items()}, n)
 
     def with_columns(self, **columns: Any) -> Columns:
         out = Columns(dict(self._cols), len(self))
@@ -255,10 +254,7 @@ def _as_array(values: Any, n: int | None) -> np.ndarray:
     if isinstance(values, (str, bytes)) or np.isscalar(values) or values is None:
         if n is None:
             raise ValueError("a scalar column needs a table with rows")
-        out = np.empty(n, dtype=object) if isinstance(values, str) or values is None else np.full(n, values)
-        if out.dtype == object:
-            out[:] = values
-        return out
+        return filled(n, values) if isinstance(values, (str, bytes)) or values is None else np.full(n, values)
     values = list(values) if not isinstance(values, (list, tuple)) else values
     arr = np.asarray(values)
     if arr.dtype.kind in "US":
@@ -309,17 +305,25 @@ def _key_codes(key: np.ndarray | Categorical, sort: bool) -> np.ndarray:
         key = key.strings(None) if sort else key.codes
     arr = np.asarray(key)
     if arr.dtype == object:
+        if not sort:
+            return first_seen_codes(arr)[0].astype(np.int32)
         values = arr.tolist()
-        if sort:
-            uniq = sorted(set(values), key=_sort_key)
-            index = {v: i for i, v in enumerate(uniq)}
-        else:
-            index = {}
-            for v in values:
-                if v not in index:
-                    index[v] = len(index)
-        return np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values))
+        index = {v: i for i, v in enumerate(sorted(set(values), key=_sort_key))}
+        return np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
     return np.unique(arr, return_inverse=True)[1].ravel().astype(np.int32)
+
+
+def first_seen_codes(values: Sequence[Any] | np.ndarray,
+                     fn: Callable[[Any], Any] | None = None) -> tuple[np.ndarray, list[Any]]:
+    """Each row's code and each code's label: ``fn`` of the row's value (computed once per
+    distinct value) or the value itself, labels numbered in order of first appearance. One
+    dictionary lookup per row, in C: the copies' group keys are object columns of few values."""
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    seen = dict.fromkeys(items)
+    mapped = {v: fn(v) for v in seen} if fn is not None else {v: v for v in seen}
+    labels = {m: i for i, m in enumerate(dict.fromkeys(mapped.values()))}
+    index = {v: labels[m] for v, m in mapped.items()}
+    return np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items)), list(labels)
 
 
 def _sort_key(v: Any) -> tuple[int, Any]:
@@ -346,6 +350,26 @@ def commonest(values: Sequence[Any] | np.ndarray) -> Any:
     return next(v for v, c in counts.items() if c == best)
 
 
+def commonest_text(values: np.ndarray) -> str:
+    """The most frequent non-empty value as text ("" when there is none; None and NaN are
+    not values), ties to the one seen first: the shape or producer that names a group."""
+    best = commonest([v for v in values.tolist() if v and v == v])
+    return "" if best is None else str(best)
+
+
+def objects(values: Sequence[Any]) -> np.ndarray:
+    """``values`` as a one-dimensional object column, one element per value (a tuple stays one
+    element; ``np.array`` would make a list of equal-length tuples two-dimensional)."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def descending_order(values: np.ndarray) -> np.ndarray:
+    """The order pandas' ``sort_values(ascending=False)`` gives (no NaN): a quicksort of the
+    reversed values, reversed back, which is how it breaks ties."""
+    rev = np.arange(len(values))[::-1]
+    return rev[values[::-1].argsort(kind="quicksort")][::-1]
+
+
 def float_values(values: Any) -> np.ndarray:
     """A column as float64, None as NaN (an object column of numbers and None, as the
     per-step tables hold for figures a step may lack)."""
@@ -355,9 +379,13 @@ def float_values(values: Any) -> np.ndarray:
     return arr.astype(float)
 
 
+def known_floats(values: Any) -> np.ndarray:
+    """The values that are numbers, as float64 (None and NaN dropped)."""
+    arr = float_values(values)
+    return arr[~np.isnan(arr)]
+
+
 def median_of(values: Any) -> float | None:
     """The median of the values that are numbers (None and NaN dropped); None when none are."""
-    arr = np.asarray([np.nan if v is None else v for v in values] if not isinstance(values, np.ndarray) else values)
-    arr = arr.astype(float) if arr.dtype != object else np.array([np.nan if v is None else float(v) for v in arr.tolist()])
-    arr = arr[~np.isnan(arr)]
+    arr = known_floats(values)
     return float(np.median(arr)) if len(arr) else None

@@ -44,13 +44,12 @@ copy_dir        category  memcpy direction: DtoD, PtoP, HtoD, DtoH, HtoH, ... ("
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from copyprof.columns import Categorical, Columns, filled
+from copyprof.columns import Categorical, Columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -214,34 +213,9 @@ def _col(cols: dict[str, Any], key: str, n: int, default: Any) -> Any:
     return values
 
 
-def _categorical(col: Any) -> Categorical:
-    if isinstance(col, Categorical):
-        return col
-    return Categorical(col.cat.codes.to_numpy(), col.cat.categories.tolist())  # a pandas Series
-
-
-def code_flags(col: Any, keep: Callable[[str], bool]) -> np.ndarray:
-    """For each code of the categorical ``col``, ``keep(value)``, plus a last False so that
-    ``flags[codes]`` reads False for code -1 (a missing value): the test runs once per distinct
-    value, then a lookup per row, where ``np.isin`` on the codes would sort them."""
-    return _categorical(col).flags(keep)
-
-
-def code_mask(col: Any, wanted: Collection[str]) -> np.ndarray:
-    """For each code of the categorical ``col``, whether its value is in ``wanted`` (code_flags)."""
-    return code_flags(col, wanted.__contains__)
-
-
-def name_array(events: Any) -> np.ndarray:
+def name_array(events: Columns) -> np.ndarray:
     """Event names as a numpy object array, straight from the categorical's codes."""
-    col = events["name"]
-    if isinstance(col, Categorical):
-        return col.strings() if len(col.categories) else filled(len(col), "")
-    if col.dtype.name == "category":
-        cats = col.cat.categories.to_numpy(dtype=object)
-        codes = col.cat.codes.to_numpy()
-        return cats[codes] if len(cats) else filled(len(col), "")
-    return col.to_numpy(dtype=object)
+    return events["name"].strings()
 
 
 def empty_table() -> Columns:

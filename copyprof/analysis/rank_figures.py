@@ -53,13 +53,10 @@ def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = Fal
     return ra
 
 
-def _median(values: np.ndarray) -> float | None:
-    """The median of the known values (None and NaN skipped); None when there is none."""
-    return median_of(values)
 
 
-def _int_median(values: np.ndarray) -> int:
-    m = _median(values)
+def _intmedian_of(values: np.ndarray) -> int:
+    m = median_of(values)
     return int(round(m)) if m is not None else 0
 
 
@@ -83,26 +80,26 @@ def _per_step_medians(ra: RankAnalysis) -> PerStep:
     host = _host_copies_by_name(ra)
     host_copies = None if host is None else host.get("aten::copy_", 0)
     if ps.empty:
-        tokens = _median(decode["tokens"]) if len(decode) else None
+        tokens = median_of(decode["tokens"]) if len(decode) else None
         return PerStep(
             tokens=int(tokens) if tokens is not None else None,
-            period_ms=_ms(_median(decode["period_ns"])) if len(decode) else None,
-            gpu_span_ms=_ms(_median(decode["span_ns"])) if len(decode) else None,
+            period_ms=_ms(median_of(decode["period_ns"])) if len(decode) else None,
+            gpu_span_ms=_ms(median_of(decode["span_ns"])) if len(decode) else None,
             copies=0, other=0, post_proj={**{k: 0 for k in kinds}, "total": 0},
             post_proj_ms={**{k: 0.0 for k in kinds}, "total": 0.0}, other_ms=0.0, host_copies=host_copies,
             host_copies_by_name=host)
-    tokens = _median(ps["tokens"])
+    tokens = median_of(ps["tokens"])
     busy, replay, fraction = _gpu_time(ps)
     return PerStep(
         tokens=int(tokens) if tokens is not None else None,
-        period_ms=_ms(_median(ps["period_ns"])),
-        gpu_span_ms=_ms(_median(ps["span_ns"])),
-        copies=_int_median(ps["copies"]),
-        other=_int_median(ps["other"]),
-        post_proj={**{k: _int_median(ps[f"post_{k}"]) for k in kinds}, "total": _int_median(ps["post_total"])},
-        post_proj_ms={**{k: _median(ps[f"post_{k}_ms"]) for k in kinds}, "total": _median(ps["post_total_ms"])},
-        other_ms=_median(ps["other_ms"]),
-        post_proj_gap_ms={k: _median(ps[f"post_{k}_gap_ms"]) for k in kinds},
+        period_ms=_ms(median_of(ps["period_ns"])),
+        gpu_span_ms=_ms(median_of(ps["span_ns"])),
+        copies=_intmedian_of(ps["copies"]),
+        other=_intmedian_of(ps["other"]),
+        post_proj={**{k: _intmedian_of(ps[f"post_{k}"]) for k in kinds}, "total": _intmedian_of(ps["post_total"])},
+        post_proj_ms={**{k: median_of(ps[f"post_{k}_ms"]) for k in kinds}, "total": median_of(ps["post_total_ms"])},
+        other_ms=median_of(ps["other_ms"]),
+        post_proj_gap_ms={k: median_of(ps[f"post_{k}_gap_ms"]) for k in kinds},
         host_copies=host_copies,
         gpu_busy_ms=busy, gpu_replay_span_ms=replay, gpu_busy_fraction=fraction,
     )
@@ -116,7 +113,7 @@ def _gpu_time(ps: Columns) -> tuple[float | None, float | None, float | None]:
     busy = float_values(ps["busy_ns"])
     with np.errstate(divide="ignore", invalid="ignore"):
         fraction = np.where(period > 0, busy / period, np.nan)  # NaN where the step has no period
-    return _ms(_median(busy)), _ms(_median(ps["replay_ns"])), _median(fraction)
+    return _ms(median_of(busy)), _ms(median_of(ps["replay_ns"])), median_of(fraction)
 
 
 def _host_copies_by_name(ra: RankAnalysis) -> dict[str, int] | None:
@@ -211,7 +208,7 @@ def rank_agreement(analyses: list[RankAnalysis]) -> RankAgreement:
     sig = {}
     for a in analyses:
         ps = a.census.per_step
-        sig[a.rank] = tuple(_int_median(ps[k]) if not ps.empty and k in ps else 0 for k in keys)
+        sig[a.rank] = tuple(_intmedian_of(ps[k]) if not ps.empty and k in ps else 0 for k in keys)
     if len(set(sig.values())) == 1:
         return RankAgreement(agree=True, message=f"per-step copy counts agree on all {len(analyses)} ranks")
     detail = "; ".join(f"rank {r}: {dict(zip(keys, s))}" for r, s in sorted(sig.items()))

@@ -16,31 +16,27 @@ layer map, computed once; the per-step work is vectorised over each step's copie
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from copyprof.analysis.census.attribution import StepVerdict, anchor_agreement, summarise_attribution
 from copyprof.analysis.census.by_order import order_attribution
-from copyprof.analysis.census.graph_ops import graph_nodes, graph_replayed
+from copyprof.analysis.census.graph_ops import graph_replayed
 from copyprof.analysis.census.copy_sites import OTHER, POST, UNPLACED, NameRoles, place_copies
-from copyprof.vocabulary import EvidenceKind, Place
+from copyprof.analysis.census.copy_table import add_evidence, add_sources, copies_table, copy_sites, evidence_notes
 from copyprof.analysis.census.layer_map import LayerMap, map_layers
 from copyprof.analysis.results import Attribution
-from copyprof.analysis.census.role_evidence import Evidence, weigh_stacks
-from copyprof.analysis.sources.frames import NO_STACKS, CopySources, copy_sources
+from copyprof.analysis.census.role_evidence import weigh_stacks
+from copyprof.analysis.sources.frames import CopySources, copy_sources
 from copyprof.analysis.steps.gpu_time import gpu_time_per_step
 from copyprof.analysis.steps.ops import StepOps, step_ops
 from copyprof.analysis.steps.segment import Steps
-from copyprof.columns import Categorical, Columns, filled, group_ids
+from copyprof.columns import Columns, descending_order, filled, objects
 from copyprof.models import PRESETS, ModelLayout
 from copyprof.taxonomy.copies import bytes_match
 from copyprof.vocabulary import UNATTRIBUTED_SITE
 
-COPY_COLUMNS = ["step", "pos", "name", "bytes", "bytes_src", "start_ns", "dur_ns", "gap_ns", "site", "role", "kind",
-                "layer", "slot", "place", "next_kernel", "prev_kernel", "row"]
-SOURCE_COLUMNS = ["source", "stack", "why", "shape"]  # analysis/sources/frames.py: the code that issued each copy
 LAYER_COLUMNS = ["step", "layer", "kind", "start_ns", "end_ns"]
 
 
@@ -88,7 +84,6 @@ def take_census(events: Columns, steps: Steps, layout: ModelLayout | None, *,
         evidence = weigh_stacks(role, place, found.modules if found is not None else None, ops.c_prev,
                                 [x is not None for x in found.source] if found is not None else None)
     ops.o_code = ops.o_struct = ops.o_stream = None  # the layer map's alone: ~4 MB less at the peak below
-    per_step = []
     kinds = tuple(layout.kinds) if layout is not None else ()
     # A copy's dispatch gap is GPU time its removal frees only where a graph replay runs the
     # next node right after it; an eager copy's gap is host launch time, a copy issued before
@@ -97,19 +92,19 @@ def take_census(events: Columns, steps: Steps, layout: ModelLayout | None, *,
     op_replayed = graph_replayed(events, ops.o_row)  # one lookup for every op: the GPU time and the copies read it
     replayed = op_replayed[ops.c_pos]
     freed_gap = np.where(replayed, ops.c_gap, 0)
-    for k, step_id in enumerate(step_ids.tolist()):
-        c0, c1 = int(copy_bounds[k]), int(copy_bounds[k + 1])
-        n_tok = tokens.get(step_id)
-        if layout is not None:
-            verdicts.append(_settle_step(ops, c0, c1, layout, n_tok, role, layer, c_bytes, c_src, maps.get(k)))
-        site = _sites(role[c0:c1], layer[c0:c1], layout)
-        per_step.append(_step_figures(step_id, n_tok, site, ops.c_dur[c0:c1], freed_gap[c0:c1], kinds))
+    spans = [(int(a), int(b)) for a, b in zip(copy_bounds[:-1].tolist(), copy_bounds[1:].tolist())]
+    if layout is not None:  # every step's roles settled first: the sites below read them all at once
+        verdicts = [_settle_step(ops, c0, c1, layout, tokens.get(step_id), role, layer, c_bytes, c_src, maps.get(k))
+                    for k, (step_id, (c0, c1)) in enumerate(zip(step_ids.tolist(), spans))]
+    site = copy_sites(role, layer, layout)
+    per_step = [_step_figures(step_id, tokens.get(step_id), site[c0:c1], ops.c_dur[c0:c1], freed_gap[c0:c1], kinds)
+                for step_id, (c0, c1) in zip(step_ids.tolist(), spans)]
     pos = np.zeros(n, dtype=np.int64)
-    for k in range(len(step_ids)):
-        pos[copy_bounds[k]:copy_bounds[k + 1]] = np.arange(copy_bounds[k + 1] - copy_bounds[k])
-    copies = _copies_frame(events, ops, pos, c_bytes, c_src, role, layer, slot, place, layout, replayed)
-    _add_sources(copies, found)
-    _add_evidence(copies, evidence, role)
+    for c0, c1 in spans:
+        pos[c0:c1] = np.arange(c1 - c0)
+    copies = copies_table(events, ops, pos, c_bytes, c_src, site, role, layer, slot, place, layout, replayed)
+    add_sources(copies, found)
+    add_evidence(copies, evidence, role)
     ps = _per_step_table(per_step, table)
     if not ps.empty:
         ps = _with_gpu_time(ps, events, ops, op_replayed)
@@ -118,7 +113,7 @@ def take_census(events: Columns, steps: Steps, layout: ModelLayout | None, *,
     if keep_layers and layout is not None:
         census.layers = _layer_spans(events, ops, op_bounds, maps, layout)
     census.attribution = summarise_attribution(verdicts, layout, list(maps.values()), anchors)
-    census.notes += _evidence_notes(copies, len(step_ids))
+    census.notes += evidence_notes(copies, len(step_ids))
     if layout is None:
         census.notes.append("attribution to layers needs a model layout (--model)")
         census.notes += _trace_alone(copies, len(table))
@@ -133,16 +128,13 @@ def _per_step_table(per_step: list[dict[str, object]], table: Columns) -> Column
     out = Columns(n=len(per_step))
     for key in per_step[0]:
         values = [row[key] for row in per_step]
-        out[key] = _objects(values) if key == "tokens" else np.asarray(values)
+        out[key] = objects(values) if key == "tokens" else np.asarray(values)
     where = {int(s): i for i, s in reversed(list(enumerate(table["step"].tolist())))}
     at = np.array([where[int(s)] for s in out["step"].tolist()], dtype=np.int64)
     out["period_ns"], out["span_ns"] = table["period_ns"][at], table["span_ns"][at]
     return out
 
 
-def _objects(values: Sequence[object]) -> np.ndarray:
-    """``values`` as an object array, one element per value (tuples stay whole)."""
-    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def _with_gpu_time(ps: Columns, events: Columns, ops: StepOps, replayed: np.ndarray) -> Columns:
@@ -220,42 +212,6 @@ def _settle_step(ops: StepOps, c0: int, c1: int, layout: ModelLayout, n_tok: int
     return verdict
 
 
-def _sites(role: np.ndarray, layer: np.ndarray, layout: ModelLayout | None) -> np.ndarray:
-    site = role.astype(object).copy()
-    post = role == POST
-    if layout is not None and post.any():
-        kinds = np.asarray(layout.layer_kinds, dtype=object)
-        known = post & (layer >= 0)
-        site[known] = kinds[layer[known]]
-        site[post & (layer < 0)] = UNATTRIBUTED_SITE
-    return site
-
-
-def _copies_frame(events: Columns, ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray, role: np.ndarray,
-                  layer: np.ndarray, slot: np.ndarray, place: np.ndarray, layout: ModelLayout | None,
-                  in_graph: np.ndarray) -> Columns:
-    n = len(role)
-    kinds = np.asarray(layout.layer_kinds if layout is not None else (), dtype=object)
-    kind = filled(n, "")
-    if len(kinds):
-        kind[layer >= 0] = kinds[layer[layer >= 0]]
-    name = Categorical(ops.c_code, ops.categories).strings(None) if len(ops.categories) else filled(n, "")
-    graph_id, graph_node = graph_nodes(events, ops.c_row, n)
-    return Columns({
-        "step": ops.c_step.astype(np.int64, copy=False), "pos": pos.astype(np.int64, copy=False), "name": name,
-        "bytes": nbytes.astype(np.int64, copy=False), "bytes_src": np.asarray(src, dtype=object),
-        "start_ns": ops.c_start.astype(np.int64, copy=False), "dur_ns": ops.c_dur.astype(np.int64, copy=False),
-        "gap_ns": ops.c_gap.astype(np.int64, copy=False), "site": _sites(role, layer, layout),
-        "role": np.asarray(role, dtype=object), "kind": kind, "layer": (layer + 1).astype(np.int64, copy=False),
-        "slot": slot.astype(np.int64, copy=False),
-        "place": np.asarray(place, dtype=object), "next_kernel": np.asarray(ops.c_next, dtype=object),
-        "prev_kernel": np.asarray(ops.c_prev, dtype=object),
-        "row": ops.c_row.astype(np.int64, copy=False) if ops.c_row is not None else np.full(n, -1, dtype=np.int64),
-        "graph_id": np.asarray(graph_id, dtype=np.int64), "graph_node": np.asarray(graph_node, dtype=np.int64),
-        "in_graph": np.asarray(in_graph, dtype=bool),
-    }, n)
-
-
 def _layer_spans(events: Columns, ops: StepOps, op_bounds: np.ndarray, maps: dict[int, LayerMap],
                  layout: ModelLayout) -> Columns:
     """Each counted step's layers on the GPU timeline: first op start to last op end."""
@@ -285,54 +241,6 @@ def _sources(events: Columns, ops: StepOps, op_shapes: dict[str, str]) -> CopySo
     if len(ops.c_pos) and ops.c_row is not None and (op_shapes or (events["kind"] == "python").any()):
         return copy_sources(events, ops.c_row, op_shapes)
     return None
-
-
-def _evidence_notes(copies: Columns, n_steps: int) -> list[str]:
-    """Where the stack overruled structure, say so per role (the report must not hide it)."""
-    if "agree" not in copies or not n_steps or copies.empty:
-        return []
-    # False exactly: None ("one spoke") equals neither
-    lost = np.array([v is not None and not v for v in copies["agree"].tolist()], dtype=bool)
-    if not lost.any():
-        return []
-    said, now, block = (copies[c][lost] for c in ("structure_said", "role", "block"))
-    gid, first = group_ids(said, now, sort=True)
-    sizes = np.bincount(gid, minlength=len(first))
-    return [f"{int(size) / n_steps:g} copies per step placed as {said[i]} by the kernel order were issued by "
-            f"the {block[i]} block's code (Python stack): taken as {now[i]}"
-            for size, i in zip(sizes.tolist(), first.tolist())]
-
-
-def _add_evidence(copies: Columns, evidence: Evidence | None, settled: np.ndarray) -> None:
-    """Which evidence set each copy's role (a copy structure left to its size says ``size``)."""
-    n = len(copies)
-    if evidence is None:
-        for col in ("block", "evidence", "structure_said"):
-            copies[col] = filled(n, "")
-        copies["agree"] = filled(n, None)
-        return
-    ev = evidence.evidence.astype(object)
-    ev[(ev == EvidenceKind.STRUCTURE.value) & (copies["place"] == Place.NO_LAYERS.value)] = EvidenceKind.SIZE.value
-    copies["block"] = np.asarray(evidence.block, dtype=object)
-    copies["evidence"] = ev
-    copies["structure_said"] = np.asarray(evidence.structure_said, dtype=object)
-    copies["agree"] = _objects(list(evidence.agree))
-
-
-def _add_sources(copies: Columns, found: CopySources | None) -> None:
-    """The issuing code of every copy, where the trace has Python stacks (else none, and why),
-    and the shape its CPU op recorded, where the trace has shapes (else "")."""
-    n = len(copies)
-    if found is not None:
-        copies["source"] = _objects(found.source)
-        copies["stack"] = _objects([tuple(x) for x in found.stack])
-        copies["why"] = _objects(found.why)
-        copies["shape"] = _objects(found.shape)
-    else:
-        copies["source"] = filled(n, None)
-        copies["stack"] = filled(n, ())
-        copies["why"] = filled(n, NO_STACKS)
-        copies["shape"] = filled(n, "")
 
 
 def _tokens(table: Columns, ops: StepOps, layout: ModelLayout | None) -> dict[int, int | None]:
@@ -372,11 +280,6 @@ def _infer_tokens(c_bytes: np.ndarray, c_src: np.ndarray, layout: ModelLayout) -
     return None
 
 
-def _descending(values: np.ndarray) -> np.ndarray:
-    """The order pandas' ``sort_values(ascending=False)`` gives (no NaN): a quicksort of the
-    reversed values, reversed back — which is how it breaks ties."""
-    rev = np.arange(len(values))[::-1]
-    return rev[values[::-1].argsort(kind="quicksort")][::-1]
 
 
 def _step_figures(step_id: int, n_tok: int | None, site: np.ndarray, dur: np.ndarray, gap: np.ndarray,
@@ -403,7 +306,7 @@ def _trace_alone(copies: Columns, n_steps: int) -> list[str]:
         return []
     sizes, counts = np.unique(copies["bytes"], return_counts=True)
     per_size = counts / n_steps
-    order = _descending(per_size)
+    order = descending_order(per_size)
     groups = [(int(b), float(p)) for b, p in zip(sizes[order].tolist(), per_size[order].tolist())
               if b > 0 and p >= 4 and float(p).is_integer()]
     out = []

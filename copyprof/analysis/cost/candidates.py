@@ -23,16 +23,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
-from collections.abc import Callable
 from statistics import NormalDist
-from typing import Any
 
 import numpy as np
 
 from copyprof.analysis.census.copy_sites import METADATA, MLP_OUTPUT, OTHER, PLACEMENT, POST, STAGING
 from copyprof.analysis.results import Candidate
-from copyprof.columns import Columns, group_ids, group_rows
+from copyprof.columns import Columns, commonest_text, first_seen_codes, group_ids, group_rows, known_floats
 from copyprof.vocabulary import CandidateForm, Role
 
 CHANGES = {
@@ -60,16 +57,6 @@ def producer_family(name: str) -> str:
     return re.sub(r"<.*", "", str(name)).strip()[:120]
 
 
-def _codes(values: np.ndarray, fn: Callable[[Any], Any] | None = None) -> tuple[np.ndarray, list[Any]]:
-    """Each row's code and each code's value, ``fn`` of the row's value (computed once per
-    distinct value: a step repeats its copies) or the value itself; codes in order of first
-    appearance, one dictionary lookup per row, in C."""
-    items = values.tolist()
-    seen = dict.fromkeys(items)
-    mapped = {v: fn(v) for v in seen} if fn is not None else {v: v for v in seen}
-    labels = {m: i for i, m in enumerate(dict.fromkeys(mapped.values()))}
-    index = {v: labels[m] for v, m in mapped.items()}
-    return np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items)), list(labels)
 
 
 def copy_groups(copies: Columns) -> tuple[np.ndarray, list[str]]:
@@ -77,10 +64,10 @@ def copy_groups(copies: Columns) -> tuple[np.ndarray, list[str]]:
     issuing function, else role + kind (post-projection and placement copies only) + size +
     producer. Grouped on codes; only one key string per group is built."""
     n = len(copies)
-    src, srcs = _codes(copies["source"], issuer) if "source" in copies else (np.zeros(n, dtype=np.int64), [""])
-    role, roles = _codes(copies.strings("role"))
-    kind, kinds = _codes(copies.strings("kind"))
-    producer, producers = _codes(copies.strings("prev_kernel"), producer_family)
+    src, srcs = first_seen_codes(copies["source"], issuer) if "source" in copies else (np.zeros(n, dtype=np.int64), [""])
+    role, roles = first_seen_codes(copies.strings("role"))
+    kind, kinds = first_seen_codes(copies.strings("kind"))
+    producer, producers = first_seen_codes(copies.strings("prev_kernel"), producer_family)
     nbytes = copies["bytes"]
     # The layer kind counts for post-projection and placement copies only ("" for the others).
     blank = kinds.index("") if "" in kinds else len(kinds)
@@ -101,7 +88,7 @@ def copy_candidates(copies: Columns, per_step: Columns, *, graph: bool) -> list[
         return []
     step = copies["step"]
     all_steps = per_step["step"] if not per_step.empty else np.unique(step)
-    period = _known(per_step["period_ns"]) / 1e6 if "period_ns" in per_step else np.array([])
+    period = known_floats(per_step["period_ns"]) / 1e6 if "period_ns" in per_step else np.array([])
     period_med = float(np.median(period)) if len(period) else None
     noise = _period_noise(period)
     out = []
@@ -119,14 +106,14 @@ def copy_candidates(copies: Columns, per_step: Columns, *, graph: bool) -> list[
         removable = float(np.median(kernel))
         with_gap = float(np.median(kernel + gap)) if replayed.any() else removable
         role = Role(str(role_of[g[0]]))
-        source = _commonest(sources[g]) if sources is not None else None
+        source = commonest_text(sources[g]) if sources is not None else None
         layers = sorted(int(x) for x in np.unique(layer[g]) if x > 0)
         out.append(Candidate(
             form=CandidateForm.COPY, role=role, source=source or None,
             stack=list(copies["stack"][g[0]]) if source else [],
             layers=layers, kinds=sorted({str(k) for k in set(kind[g].tolist())} - {""}),
             bytes=sorted(int(b) for b in np.unique(nbytes[g])),
-            shape=_commonest(shapes[g]) if shapes is not None else "", producer=producer_family(_commonest(prev[g])),
+            shape=commonest_text(shapes[g]) if shapes is not None else "", producer=producer_family(commonest_text(prev[g])),
             per_step=len(g) / max(len(all_steps), 1), removable_ms=removable,
             removable_with_gap_ms=with_gap, gap_counts=bool(replayed.any()),
             share_pct=100 * with_gap / period_med if period_med else None,
@@ -154,7 +141,7 @@ def kernel_candidates(events: Columns, rows: np.ndarray | None, op_first: np.nda
     if not kernel.any():
         return []
     all_steps = per_step["step"] if not per_step.empty else op_steps  # op_steps: ascending, each with ops
-    period = _known(per_step["period_ns"]) / 1e6 if "period_ns" in per_step else np.array([])
+    period = known_floats(per_step["period_ns"]) / 1e6 if "period_ns" in per_step else np.array([])
     period_med = float(np.median(period)) if len(period) else None
     noise = _period_noise(period)
     k_rows = rows[kernel]
@@ -214,10 +201,6 @@ def _per_step_ms(step: np.ndarray, ns: np.ndarray, steps: np.ndarray) -> np.ndar
     return np.where(hit, sums[pos] if len(seen) else 0.0, 0.0) / 1e6
 
 
-def _known(values: np.ndarray) -> np.ndarray:
-    """The values that are numbers (NaN dropped), as floats."""
-    arr = np.asarray(values, dtype=float)
-    return arr[~np.isnan(arr)]
 
 
 def _period_noise(period: np.ndarray) -> float | None:
@@ -240,10 +223,5 @@ def steps_to_see(effect: float, noise: float | None) -> int | None:
     return max(2, math.ceil(n))
 
 
-def _commonest(values: np.ndarray) -> str:
-    """The most frequent non-empty value ("" when none; of equally frequent ones, the first seen)."""
-    counts = {v: n for v, n in Counter(values.tolist()).items() if v is not None and v == v and v}
-    best = max(counts.values(), default=0)
-    return str(next(v for v, n in counts.items() if n == best)) if counts else ""
 
 

@@ -9,40 +9,19 @@ Copies of other sites (KDA placement, all-reduce staging, metadata) are never re
 """
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import numpy as np
 
 from copyprof.analysis.census.count import Census
 from copyprof.analysis.results import Estimate, GraphNodeMatch, Site, known
-from copyprof.columns import Columns, filled, group_ids, group_rows
+from copyprof.columns import Columns, commonest_text, filled, first_seen_codes, group_ids, group_rows, known_floats
 from copyprof.models.layout import kind_label
 from copyprof.vocabulary import Role, UNATTRIBUTED_SITE
 
 
 def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
-
-
-def _known(values: np.ndarray) -> np.ndarray:
-    """The values that are numbers (NaN dropped), as floats."""
-    arr = np.asarray(values, dtype=float)
-    return arr[~np.isnan(arr)]
-
-
-def _key(values: np.ndarray, missing: Any = None) -> np.ndarray:
-    """An object column as integer group keys (equal values, equal codes; missing values,
-    None or NaN, as ``missing`` when given): one dictionary lookup per row, in C."""
-    items = values.tolist()
-    seen = list(dict.fromkeys(items))
-    if missing is not None:
-        seen_as = [missing if v is None or v != v else v for v in seen]
-        same = {v: i for i, v in enumerate(dict.fromkeys(seen_as))}
-        index = {v: same[w] for v, w in zip(seen, seen_as)}
-    else:
-        index = {v: i for i, v in enumerate(seen)}
-    return np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items))
 
 
 def scopes(kinds: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
@@ -54,7 +33,7 @@ def estimate(census: Census) -> list[Estimate]:
     ps = census.per_step
     if ps.empty or not census.kinds:
         return []
-    period = _known(ps["period_ns"]) / 1e6
+    period = known_floats(ps["period_ns"]) / 1e6
     period_med = float(np.median(period)) if len(period) else float("nan")
     out = []
     for scope, kinds in scopes(census.kinds).items():
@@ -93,7 +72,8 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
     site, dur, layer, kind, role = cp.strings("site"), cp["dur_ns"], cp["layer"], cp.strings("kind"), cp.strings("role")
     col = {name: cp[name] for name in ("stack", "why", "shape", "place", "evidence", "structure_said", "agree")
            if name in cp}
-    gid, first = group_ids(_key(site), nbytes, _key(bsrc), _key(neighbour), _key(source, missing=""))
+    unsourced = first_seen_codes(source, lambda v: "" if v is None or v != v else v)[0]  # None and NaN: one key
+    gid, first = group_ids(site, nbytes, bsrc, neighbour, unsourced)
     rows = []
     for g, i in zip(group_rows(gid, len(first)), first.tolist()):
         code = source[i] if source[i] is not None and source[i] == source[i] else ""
@@ -116,7 +96,7 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
             layer_kind=kinds_seen[0] if len(kinds_seen) == 1 else None,
             source=code or None, stack=list(col["stack"][i]) if code else [],
             source_note="" if code else str(col["why"][i]) if "why" in col else "",
-            shape=_commonest(col["shape"][g]) if "shape" in col else "",
+            shape=commonest_text(col["shape"][g]) if "shape" in col else "",
             **_node_identity(cp, g), **_evidence(col, g),
         ))
     order = {**{k: i for i, k in enumerate(census.kinds)}, UNATTRIBUTED_SITE: 90, Role.PLACEMENT: 91, Role.STAGING: 92,
@@ -130,16 +110,10 @@ def _evidence(col: dict[str, np.ndarray], g: np.ndarray) -> dict[str, Any]:
     if "evidence" not in col:
         return {}
     agree = [a for a in col["agree"][g].tolist() if a is not None]
-    return {"place": _commonest(col["place"][g]), "evidence": _commonest(col["evidence"][g]),
-            "evidence_agree": all(agree) if agree else None, "structure_said": _commonest(col["structure_said"][g])}
+    return {"place": commonest_text(col["place"][g]), "evidence": commonest_text(col["evidence"][g]),
+            "evidence_agree": all(agree) if agree else None, "structure_said": commonest_text(col["structure_said"][g])}
 
 
-def _commonest(values: np.ndarray) -> str:
-    """The most frequent non-empty value ("" when none; of equally frequent ones, the first
-    seen): one shape names a site."""
-    counts = {v: n for v, n in Counter(values.tolist()).items() if v and v == v}  # in order of first appearance
-    best = max(counts.values(), default=0)
-    return str(next(v for v, n in counts.items() if n == best)) if counts else ""
 
 
 def _where(site: str, layers: np.ndarray, kinds: tuple[str, ...], seen: list[str], mapped: bool) -> str:
@@ -186,7 +160,7 @@ def graph_node_match(copies: Columns) -> GraphNodeMatch | None:
         return None
     n_steps = max(1, len(np.unique(copies["step"])))
     has = np.flatnonzero(copies["graph_node"] >= 0)
-    gid, first = group_ids(_key(copies.strings("site")[has]), copies["bytes"][has])
+    gid, first = group_ids(copies.strings("site")[has], copies["bytes"][has])
     stable = sum(1 for g in group_rows(gid, len(first)) if _node_identity(copies, has[g]).get("graph_node_stable"))
     sites = len(first)
     copies_per_step = len(copies) / n_steps

@@ -23,7 +23,6 @@ import numpy as np
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
 from copyprof.analysis.steps.segment import GPU_KINDS, Steps
 from copyprof.columns import Columns
-from copyprof.events import code_mask
 from copyprof.taxonomy.copies import is_graph_launch
 
 
@@ -92,7 +91,7 @@ def _count_ops(events: Columns, corr: np.ndarray, steps: Steps | None, n_ops: np
     order = np.argsort(corr, kind="stable")
     keys = corr[order]
     kind = events["kind"]
-    gpu_kind = code_mask(kind, GPU_KINDS)
+    gpu_kind = kind.flags(set(GPU_KINDS).__contains__)  # per code, + False for a missing kind
     kind_codes = kind.codes
     on_gpu = events["on_gpu"]
     corr_all = events["correlation"]

@@ -39,7 +39,7 @@ def copy_forms(events: Columns, op_shapes: dict[str, str] | None = None) -> np.n
     """Each row's form ("" when it is not a copy-related row); a host ``aten::copy_`` names the
     dims and dtypes it recorded, where the trace has them (``op_shapes``, by External id)."""
     kind = events["kind"].strings(None)
-    names = name_array(events).astype(object)
+    names = name_array(events)
     cls = np.asarray(copy_class(events))
     out = filled(len(events), "")
     rows = np.flatnonzero((kind == "memcpy") | ((kind == "kernel") & (cls == "d2d")))
@@ -67,7 +67,7 @@ def step_forms(trace: Trace, pattern: str | None = None) -> dict[str, Any]:
     ev = trace.table
     rx = re.compile(pattern or default_pattern(trace.meta.path))
     kind = ev["kind"].strings(None)
-    names = name_array(ev).astype(object)
+    names = name_array(ev)
     on_gpu = ev["on_gpu"]
     is_step = (kind == "annotation") & ~on_gpu & np.array([bool(rx.search(str(n))) for n in names], dtype=bool)
     step_rows = np.flatnonzero(is_step)

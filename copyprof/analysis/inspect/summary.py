@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from copyprof.columns import Categorical, Columns
+from copyprof.columns import Categorical, Columns, descending_order
 from copyprof.events import BYTES_SOURCES, KINDS, Trace
 from copyprof.taxonomy.copies import copy_class, resolve_bytes_at
 from copyprof.taxonomy.devices import device_cus
@@ -86,14 +86,9 @@ def annotation_counts(ev: Columns) -> dict[str, int]:
             per.setdefault(name, [0, 0])[1 if on_gpu else 0] += 1
     names = sorted(per)
     best = np.array([max(per[n]) for n in names], dtype=np.int64)
-    return {names[i]: int(best[i]) for i in _descending(best).tolist()}
+    return {names[i]: int(best[i]) for i in descending_order(best).tolist()}
 
 
-def _descending(values: np.ndarray) -> np.ndarray:
-    """The order ``Series.sort_values(ascending=False)`` gives (pandas' nargsort, default kind):
-    the reversed values sorted ascending, that order reversed."""
-    idx = np.arange(len(values))[::-1]
-    return idx[values[::-1].argsort(kind="quicksort")][::-1]
 
 
 def _span_ms(ev: Columns) -> float:

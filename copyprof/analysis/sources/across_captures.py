@@ -11,21 +11,15 @@ graph copy takes the source of the eager copy at its place; where the layers dif
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import numpy as np
 
 from copyprof.analysis.results import BySource, SourceEntry, SourceMatch
-from copyprof.columns import Columns, group_ids, group_rows
+from copyprof.columns import Columns, group_ids, group_rows, objects
 
 CARRIED = "carried from the eager capture"
 
 
-def _objects(values: list[Any]) -> np.ndarray:
-    """A list as a one-dimensional object column (a list of tuples stays one tuple per row)."""
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
 
 
 def _present(values: np.ndarray) -> np.ndarray:
@@ -98,7 +92,7 @@ def apply_sources(copies: Columns, entries: list[SourceEntry], origin: str) -> S
         if e is not None:
             src[i], stack[i], why[i] = e.source, tuple(e.stack), CARRIED
             matched[i] = True
-    copies["source"], copies["stack"], copies["why"] = _objects(src), _objects(stack), _objects(why)
+    copies["source"], copies["stack"], copies["why"] = objects(src), objects(stack), objects(why)
     in_layers = copies["layer"] > 0
     per_step = np.bincount(step_of.ravel()[matched], minlength=len(step_ids))
     total = int(in_layers.sum())
@@ -112,7 +106,7 @@ def by_source(copies: Columns) -> list[BySource]:
     if copies.empty or "source" not in copies:
         return []
     steps = max(len(np.unique(copies["step"])), 1)
-    source_of = _objects(["" if v is None or v != v else v for v in copies["source"].tolist()])
+    source_of = objects(["" if v is None or v != v else v for v in copies["source"].tolist()])
     kind, site, layer, nbytes, dur = (copies.strings("kind"), copies.strings("site"), copies["layer"],
                                       copies["bytes"], copies["dur_ns"])
     gid, first = group_ids(source_of)

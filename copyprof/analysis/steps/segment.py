@@ -19,14 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from copyprof.analysis.steps.idle_gaps import cut_at_idle_gaps
 from copyprof.analysis.steps.projection import other_thread_note, project_through_correlations
 from copyprof.analysis.steps.rows import ROWS_PER_PASS, STEP_DTYPE, positions, step_extents
-from copyprof.columns import Columns
+from copyprof.columns import Columns, objects
 from copyprof.taxonomy.annotations import GRAMMARS, parse_step
 from copyprof.taxonomy.copies import d2d_mask, is_graph_launch
 
@@ -103,10 +102,6 @@ def _empty_table() -> Columns:
                     "end_ns": ints, "span_ns": ints, "period_ns": np.zeros(0, dtype=np.float64), "n_events": ints}, 0)
 
 
-def _objects(values: Sequence[Any]) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = list(values)
-    return out
 
 
 def _is_true(values: np.ndarray) -> np.ndarray:
@@ -257,9 +252,9 @@ def _step_table(order: np.ndarray, labels: Sequence[str], tokens: Sequence[int |
     start, end = start.astype(np.int64), end.astype(np.int64)
     table = Columns({
         "step": order.astype(np.int64),
-        "label": _objects([str(labels[k]) for k in pick]),
-        "tokens": _objects([None if tokens[k] is None else int(tokens[k]) for k in pick]),
-        "is_decode": _objects(decode),
+        "label": objects([str(labels[k]) for k in pick]),
+        "tokens": objects([None if tokens[k] is None else int(tokens[k]) for k in pick]),
+        "is_decode": objects(decode),
         "start_ns": start,
         "end_ns": end,
         "n_events": count.astype(np.int64),
