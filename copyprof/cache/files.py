@@ -5,7 +5,6 @@ Kept apart from the table cache so that a report served from the result cache
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,15 @@ from typing import Any
 from copyprof import __version__
 
 PACKAGE = Path(__file__).resolve().parents[1]  # the copyprof package, whose sources key the entries
+
+
+def hasher(algorithm: str, data: bytes = b"", **options: int) -> Any:
+    """A new ``hashlib`` hash object (``hashlib.<algorithm>(data, **options)``). hashlib is
+    imported on first use: it loads OpenSSL's libcrypto, 3.3 MB of resident memory that a
+    report which makes no cache key never needs."""
+    import hashlib
+
+    return getattr(hashlib, algorithm)(data, **options)
 
 
 def cache_dir() -> Path:
@@ -35,7 +43,7 @@ def file_hash(path: str) -> str:
     st = os.stat(path)
     key = (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if key not in _hashes:
-        h = hashlib.sha256()
+        h = hasher("sha256")
         with open(path, "rb") as fh:
             while chunk := fh.read(1 << 22):
                 h.update(chunk)
@@ -61,7 +69,7 @@ def code_hash_of(files: list[Path]) -> str:
     bytes): an entry written by other code is never served. Computed once per process."""
     key = tuple(files)
     if key not in _code_hashes:
-        h = hashlib.blake2b(__version__.encode(), digest_size=16)
+        h = hasher("blake2b", __version__.encode(), digest_size=16)
         for f in files:
             h.update(str(f.relative_to(PACKAGE)).encode())
             h.update(f.read_bytes())

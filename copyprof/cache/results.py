@@ -17,7 +17,6 @@ exactly as written is simply not cached.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -28,7 +27,7 @@ from typing import Any
 import msgspec
 
 from copyprof.analysis.results import RunReport
-from copyprof.cache.files import PACKAGE, cache_dir, code_hash_of, identify
+from copyprof.cache.files import PACKAGE, cache_dir, code_hash_of, hasher, identify
 
 FORMAT_VERSION = 2  # 2: the typed RunReport
 SIDECAR_MAX_BYTES = 16 << 20  # small files at the top of a run directory are hashed too
@@ -52,7 +51,7 @@ def result_key(path: str, source_paths: list[tuple[str, ...]], options: dict[str
     opts = {k: (asdict(v) if is_dataclass(v) and not isinstance(v, type) else v) for k, v in options.items()}
     doc = json.dumps([FORMAT_VERSION, package_hash(), path, os.path.abspath(path), opts, files],
                      sort_keys=True, default=str)
-    return hashlib.blake2b(doc.encode(), digest_size=20).hexdigest()
+    return hasher("blake2b", doc.encode(), digest_size=20).hexdigest()
 
 
 def _sidecars(path: str, sources: set[str]) -> list[str]:

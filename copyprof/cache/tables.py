@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import tempfile
@@ -35,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from copyprof.cache.files import PACKAGE, cache_dir, code_hash_of, file_hash, identify
+from copyprof.cache.files import PACKAGE, cache_dir, code_hash_of, file_hash, hasher, identify
 from copyprof.cache.files import file_stat as _stat
 from copyprof.columns import Categorical, Columns
 from copyprof.events import Trace, TraceMeta
@@ -64,7 +63,7 @@ class TableCache:
 
     def _entry(self, fmt: str, paths: tuple[str, ...]) -> Path:
         key = json.dumps([FORMAT_VERSION, fmt, [os.path.abspath(p) for p in paths], code_hash()])
-        return self.root / f"{hashlib.blake2b(key.encode(), digest_size=16).hexdigest()}.npz"
+        return self.root / f"{hasher('blake2b', key.encode(), digest_size=16).hexdigest()}.npz"
 
     def load(self, fmt: str, paths: tuple[str, ...]) -> list[Trace] | None:
         """The cached traces, or None (missing, stale or unreadable entry)."""

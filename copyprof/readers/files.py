@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import gzip
 import os
-import sqlite3
 import zlib
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from copyprof.errors import CopyprofError
+
+if TYPE_CHECKING:
+    import sqlite3
 
 # ISA-L's modules or the standard library's, whichever imports: the same calls either way.
 try:  # ISA-L inflate is ~3x faster than zlib's; fall back quietly when absent.
@@ -229,6 +231,7 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     parameters. Text that is not UTF-8 (a damaged page, a blob in a name column) is decoded
     with replacement characters instead of raising UnicodeDecodeError mid-query.
     """
+    import sqlite3  # only for SQLite traces: the module and its library are ~0.8 MB resident
     from pathlib import Path
 
     conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro&immutable=1", uri=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import sqlite3
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -105,6 +104,8 @@ def _hint(path: str, head: bytes) -> str | None:
 
 
 def _sniff_sqlite(path: str) -> str:
+    import sqlite3  # only for SQLite traces: the module and its library are ~0.8 MB resident
+
     try:
         conn = connect_readonly(path)
         try:

@@ -7,11 +7,14 @@ numpy columns (copyprof/columns.py) and the analysis, `inspect`, `annotate` and 
 those; pandas stays a dependency for library users (``trace.events``).
 
 Each case runs the real command in a fresh interpreter (this test process has pandas loaded)
-and reports, when the interpreter exits, whether pandas was ever imported.
+and reports, when the interpreter exits, whether pandas was ever imported. The same holds for
+hashlib's OpenSSL (3.3 MB resident) and sqlite3 (0.8 MB) in a report without the cache: only a
+cache key needs a hash, only a SQLite trace needs sqlite3.
 """
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -22,19 +25,26 @@ from tests.conftest import REPO
 
 _RUN = """
     import atexit, runpy, sys
-    atexit.register(lambda: sys.stderr.write("\\npandas imported: %s\\n" % ("pandas" in sys.modules)))
+    atexit.register(lambda: sys.stderr.write("\\nimported: %s\\n" % " ".join(
+        m for m in ("pandas", "_hashlib", "sqlite3") if m in sys.modules)))
     sys.argv = ["copyprof", *{argv!r}]
     runpy.run_module("copyprof", run_name="__main__")
 """
 
 
-def _report(argv: list[str]) -> tuple[str, bool]:
+def _imports(argv: list[str], env: dict[str, str] | None = None) -> tuple[str, set[str]]:
+    """The command's output, and which of pandas, _hashlib (OpenSSL) and sqlite3 it imported."""
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_RUN.format(argv=argv))], capture_output=True,
-                          text=True, cwd=REPO, timeout=300)
+                          text=True, cwd=REPO, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("pandas imported: "), proc.stderr[-2000:]
-    return proc.stdout, last.endswith("True")
+    assert last.startswith("imported:"), proc.stderr[-2000:]
+    return proc.stdout, set(last.split()[1:])
+
+
+def _report(argv: list[str]) -> tuple[str, bool]:
+    out, imported = _imports(argv)
+    return out, "pandas" in imported
 
 
 def _corpus_run(prefix: str) -> tuple[str, str]:
@@ -66,3 +76,16 @@ def test_an_ab_report_never_imports_pandas() -> None:
     out, imported = _report(["report", str(base), str(cand), "--model", "kimi-k3", "--no-cache", "--format", "json"])
     assert len(json.loads(out)["runs"]) == 2
     assert not imported
+
+
+def test_a_report_of_a_trace_file_without_the_cache_loads_neither_openssl_nor_sqlite(tmp_path) -> None:
+    # A trace file alone, as the read-path benchmark reports it (a replica run directory also
+    # has timings, whose statistics import scipy, and scipy imports hashlib).
+    run = REPO / "traces" / "replica-kimi-k3-tp8-c16-cuda-graph-baseline-20261130T042336Z"
+    trace = str(next(run.glob("*.pt.trace.json.gz")))
+    out, imported = _imports(["report", trace, "--model", "kimi-k3", "--no-cache", "--format", "json"])
+    assert json.loads(out)["runs"][0]["per_step"]["copies"] > 0 and imported == set()
+    # With the cache, its keys are hashes: hashlib is imported where they are made.
+    env = {**os.environ, "COPYPROF_CACHE_DIR": str(tmp_path / "cache")}
+    out, imported = _imports(["report", trace, "--model", "kimi-k3", "--format", "json"], env=env)
+    assert json.loads(out)["runs"][0]["per_step"]["copies"] > 0 and imported == {"_hashlib"}

@@ -15,7 +15,6 @@ layer map, computed once; the per-step work is vectorised over each step's copie
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,7 +98,7 @@ def take_census(events: Columns, steps: Steps, layout: ModelLayout | None, *,
     site = copy_sites(role, layer, layout)
     per_step = [_step_figures(step_id, tokens.get(step_id), site[c0:c1], ops.c_dur[c0:c1], freed_gap[c0:c1], kinds)
                 for step_id, (c0, c1) in zip(step_ids.tolist(), spans)]
-    pos = np.zeros(n, dtype=np.int64)
+    pos = np.zeros(n, dtype=np.int32)
     for c0, c1 in spans:
         pos[c0:c1] = np.arange(c1 - c0)
     copies = copies_table(events, ops, pos, c_bytes, c_src, site, role, layer, slot, place, layout, replayed)
@@ -108,6 +107,7 @@ def take_census(events: Columns, steps: Steps, layout: ModelLayout | None, *,
     ps = _per_step_table(per_step, table)
     if not ps.empty:
         ps = _with_gpu_time(ps, events, ops, op_replayed)
+    del op_replayed  # a flag per op (1 MB on a 1 GB trace) that nothing below reads
     census = Census(copies=copies, per_step=ps, kinds=kinds, op_rows=ops.o_row, op_steps=ops.step_ids,
                     op_first=ops.op_first)
     if keep_layers and layout is not None:
@@ -151,10 +151,8 @@ def _signatures(ops: StepOps, op_bounds: np.ndarray) -> dict[bytes, list[int]]:
     groups: dict[bytes, list[int]] = {}
     codes = ops.o_code
     assert codes is not None
-    for k in range(len(op_bounds) - 1):
-        part = codes[op_bounds[k]:op_bounds[k + 1]]
-        key = hashlib.blake2b(part.tobytes(), digest_size=16).digest() + len(part).to_bytes(8, "little")
-        groups.setdefault(key, []).append(k)
+    for k in range(len(op_bounds) - 1):  # the codes' bytes are the key: exact, and one copy per group is kept
+        groups.setdefault(codes[op_bounds[k]:op_bounds[k + 1]].tobytes(), []).append(k)
     return groups
 
 
