@@ -62,6 +62,19 @@ def filled(n: int, value: object) -> np.ndarray:
     return out
 
 
+def constant(n: int, value: object) -> np.ndarray:
+    """A read-only column of ``n`` rows that all hold ``value``, in no memory per row (a view
+    with stride 0): a table's column that says the same for every row (no stacks, no role
+    evidence, one rank) costs nothing. Indexing it gives an ordinary array; writing to it is
+    an error, so code that fills a column row by row starts from ``filled``."""
+    if isinstance(value, (str, bytes, tuple)) or value is None:
+        one = np.empty((), dtype=object)
+        one[()] = value
+    else:
+        one = np.asarray(value)
+    return np.broadcast_to(one, (n,))
+
+
 class Categorical:
     """A column of strings stored as integer codes into ``categories`` (-1: missing)."""
 

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from copyprof.columns import Categorical, Columns
+from copyprof.columns import Categorical, Columns, constant
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,6 +83,12 @@ _INT_RANGES = tuple((np.dtype(t), np.dtype(t).itemsize, int(np.iinfo(t).min), in
 COLUMNS: tuple[str, ...] = (
     "kind", "name", "on_gpu", *INT_COLUMNS, "bytes_src", "copy_dir",
 )
+
+
+def rank_column(n: int, rank: int) -> np.ndarray:
+    """The rank column of a table of one rank's ``n`` events: one value, read-only, held once
+    (``columns.constant``), in the narrowest type that holds it."""
+    return constant(n, np.array(rank, dtype=narrowest_int(rank, rank)))
 
 
 def narrowest_int(lo: int, hi: int, at_least: Any = np.int8) -> np.dtype:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from copyprof.columns import Categorical, Columns, commonest, group_ids, group_rows, median_of
+from copyprof.columns import Categorical, Columns, commonest, constant, group_ids, group_rows, median_of
 from copyprof.events import EventTableBuilder
 
 _keys = st.lists(st.sampled_from(["b", "a", "c", "", "dd"]), min_size=1, max_size=60)
@@ -136,3 +136,18 @@ def test_group_ids_of_many_keys_whose_combinations_overflow_int64_match_pandas()
     for sort in (False, True):
         gid, _ = group_ids(*keys, sort=sort)
         assert gid.tolist() == frame.groupby(list(frame.columns), sort=sort).ngroup().tolist()
+
+
+def test_a_constant_column_holds_its_value_once_and_refuses_writes() -> None:
+    # A column that says the same for every row (no stacks, one rank) is a stride-0 view: no
+    # memory per row. Selecting rows gives an ordinary array; a write is an error, not a
+    # silent change of every row at once.
+    text, rank, empty = constant(70_000, "no stacks"), constant(70_000, np.int8(3)), constant(70_000, ())
+    assert text.strides == (0,) and text.dtype == object and rank.dtype == np.int8
+    assert text.tolist() == ["no stacks"] * 70_000 and empty[:2].tolist() == [(), ()]
+    assert (rank == 3).all() and len(rank) == 70_000
+    table = Columns({"why": text, "rank": rank}, 70_000)
+    picked = table[np.arange(70_000) % 7 == 0]
+    assert picked["why"].flags.writeable and picked["why"].tolist() == ["no stacks"] * 10_000
+    with pytest.raises(ValueError):
+        text[0] = "other"

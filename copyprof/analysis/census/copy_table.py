@@ -14,7 +14,7 @@ from copyprof.analysis.census.graph_ops import graph_nodes
 from copyprof.analysis.census.role_evidence import Evidence
 from copyprof.analysis.sources.frames import NO_STACKS, CopySources
 from copyprof.analysis.steps.ops import StepOps
-from copyprof.columns import Categorical, Columns, filled, group_ids, objects
+from copyprof.columns import Categorical, Columns, constant, filled, group_ids, objects
 from copyprof.models import ModelLayout
 from copyprof.vocabulary import UNATTRIBUTED_SITE, EvidenceKind, Place
 
@@ -39,7 +39,9 @@ def copy_sites(role: np.ndarray, layer: np.ndarray, layout: ModelLayout | None) 
 def copies_table(events: Columns, ops: StepOps, pos: np.ndarray, nbytes: np.ndarray, src: np.ndarray, site: np.ndarray,
                  role: np.ndarray, layer: np.ndarray, slot: np.ndarray, place: np.ndarray, layout: ModelLayout | None,
                  in_graph: np.ndarray) -> Columns:
-    """The copies' table: COPY_COLUMNS, then graph_id, graph_node, in_graph."""
+    """The copies' table: COPY_COLUMNS, then graph_id, graph_node, in_graph. Ids and positions
+    keep the narrow types they were found in (step, position, row: int32); bytes and times are
+    int64, as sums of them are."""
     n = len(role)
     kinds = np.asarray(layout.layer_kinds if layout is not None else (), dtype=object)
     kind = filled(n, "")
@@ -48,7 +50,7 @@ def copies_table(events: Columns, ops: StepOps, pos: np.ndarray, nbytes: np.ndar
     name = Categorical(ops.c_code, ops.categories).strings(None) if len(ops.categories) else filled(n, "")
     graph_id, graph_node = graph_nodes(events, ops.c_row, n)
     return Columns({
-        "step": ops.c_step.astype(np.int64, copy=False), "pos": pos.astype(np.int64, copy=False), "name": name,
+        "step": ops.c_step, "pos": pos, "name": name,
         "bytes": nbytes.astype(np.int64, copy=False), "bytes_src": np.asarray(src, dtype=object),
         "start_ns": ops.c_start.astype(np.int64, copy=False), "dur_ns": ops.c_dur.astype(np.int64, copy=False),
         "gap_ns": ops.c_gap.astype(np.int64, copy=False), "site": site,
@@ -56,7 +58,7 @@ def copies_table(events: Columns, ops: StepOps, pos: np.ndarray, nbytes: np.ndar
         "slot": slot.astype(np.int64, copy=False),
         "place": np.asarray(place, dtype=object), "next_kernel": np.asarray(ops.c_next, dtype=object),
         "prev_kernel": np.asarray(ops.c_prev, dtype=object),
-        "row": ops.c_row.astype(np.int64, copy=False) if ops.c_row is not None else np.full(n, -1, dtype=np.int64),
+        "row": ops.c_row if ops.c_row is not None else np.full(n, -1, dtype=np.int32),
         "graph_id": np.asarray(graph_id, dtype=np.int64), "graph_node": np.asarray(graph_node, dtype=np.int64),
         "in_graph": np.asarray(in_graph, dtype=bool),
     }, n)
@@ -72,10 +74,10 @@ def add_sources(copies: Columns, found: CopySources | None) -> None:
         copies["why"] = objects(found.why)
         copies["shape"] = objects(found.shape)
     else:
-        copies["source"] = filled(n, None)
-        copies["stack"] = filled(n, ())
-        copies["why"] = filled(n, NO_STACKS)
-        copies["shape"] = filled(n, "")
+        copies["source"] = constant(n, None)
+        copies["stack"] = constant(n, ())
+        copies["why"] = constant(n, NO_STACKS)
+        copies["shape"] = constant(n, "")
 
 
 def add_evidence(copies: Columns, evidence: Evidence | None, settled: np.ndarray) -> None:
@@ -83,23 +85,26 @@ def add_evidence(copies: Columns, evidence: Evidence | None, settled: np.ndarray
     n = len(copies)
     if evidence is None:
         for col in ("block", "evidence", "structure_said"):
-            copies[col] = filled(n, "")
-        copies["agree"] = filled(n, None)
+            copies[col] = constant(n, "")
+        copies["agree"] = constant(n, None)
         return
-    ev = evidence.evidence.astype(object)
-    ev[(ev == EvidenceKind.STRUCTURE.value) & (copies["place"] == Place.NO_LAYERS.value)] = EvidenceKind.SIZE.value
+    ev = evidence.evidence
+    by_size = (ev == EvidenceKind.STRUCTURE.value) & (copies["place"] == Place.NO_LAYERS.value)
+    if by_size.any():
+        ev = ev.astype(object)  # a copy: the evidence may be a read-only constant column
+        ev[by_size] = EvidenceKind.SIZE.value
     copies["block"] = np.asarray(evidence.block, dtype=object)
     copies["evidence"] = ev
     copies["structure_said"] = np.asarray(evidence.structure_said, dtype=object)
-    copies["agree"] = objects(list(evidence.agree))
+    copies["agree"] = np.asarray(evidence.agree, dtype=object)
 
 
 def evidence_notes(copies: Columns, n_steps: int) -> list[str]:
     """Where the stack overruled structure, say so per role (the report must not hide it)."""
     if "agree" not in copies or not n_steps or copies.empty:
         return []
-    # False exactly: None ("one spoke") equals neither
-    lost = np.array([v is not None and not v for v in copies["agree"].tolist()], dtype=bool)
+    # False exactly: None ("one spoke") equals neither. No list of the column (8 bytes a copy).
+    lost = np.fromiter((v is not None and not v for v in copies["agree"]), dtype=bool, count=len(copies))
     if not lost.any():
         return []
     said, now, block = (copies[c][lost] for c in ("structure_said", "role", "block"))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from copyprof.analysis.census.copy_sites import METADATA, MLP_OUTPUT, OTHER, PLACEMENT, POST, STAGING, UNPLACED
-from copyprof.columns import filled
+from copyprof.columns import constant, filled
 from copyprof.vocabulary import EvidenceKind, Place
 from copyprof.taxonomy.kernel_roles import is_gemm, is_gemm_tail, is_moe_reduce
 from copyprof.taxonomy.modules import Block, block_of
@@ -64,9 +64,9 @@ def weigh_stacks(role: np.ndarray, place: np.ndarray, modules: list[list[str]] |
     ``sourced``: which copies have a Python stack at all; in a trace that records module frames,
     a copy with a stack and no module around it was issued outside the model."""
     n = len(role)
+    if modules is None:  # no stacks: structure alone, the same for every copy
+        return Evidence(constant(n, ""), constant(n, EvidenceKind.STRUCTURE.value), constant(n, None), constant(n, ""))
     out = Evidence(filled(n, ""), filled(n, EvidenceKind.STRUCTURE.value), filled(n, None), filled(n, ""))
-    if modules is None:
-        return out
     records_modules = any(modules)
     for i in range(n):
         if modules[i]:

@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 
 from copyprof.columns import Columns
-from copyprof.events import KINDS, Trace, narrowest_int
+from copyprof.events import KINDS, Trace, rank_column
 from copyprof.readers.kineto.chunk import LABEL_KEY_BASE
 from copyprof.taxonomy.copies import is_graph_launch
 
@@ -50,7 +50,7 @@ def split_ranks(trace: Trace, rank_key: np.ndarray, rank_counts: dict[int, np.nd
         rank = rank_of[key]
         rows = np.flatnonzero(rank_key == key)
         events = trace.table.take(rows)
-        events["rank"] = np.full(len(events), rank, dtype=narrowest_int(rank, rank))
+        events["rank"] = rank_column(len(events), rank)
         meta = replace(trace.meta, ranks=[rank], warnings=list(trace.meta.warnings), devices=list(trace.meta.devices),
                        metadata=_metadata(trace.meta.metadata, len(keys), how))
         counts = rank_counts.get(key, 0) + (rank_counts.get(-1, 0) if key == keys[0] else 0)  # unmarked: first rank

@@ -35,6 +35,7 @@ from copyprof.events import (
     Trace,
     TraceMeta,
     narrowest_int,
+    rank_column,
 )
 from copyprof.readers.files import DECOMPRESS_ERRORS, BlockStream, json_size, open_binary
 from copyprof.readers.kineto.chunk import ODD_FIELDS, ChunkResult, odd_fields_note
@@ -167,7 +168,7 @@ class _Accumulator:
         at = np.concatenate(self._dir_rows)
         cats = sorted(set(values) | ({""} if len(at) < self.rows else set()))
         index = {c: i for i, c in enumerate(cats)}
-        codes = np.full(self.rows, index.get("", -1), dtype=np.int16)
+        codes = np.full(self.rows, index.get("", -1), dtype=narrowest_int(-1, len(cats)))
         codes[at] = [index[v] for v in values]
         return codes, cats
 
@@ -186,7 +187,7 @@ def table_frame(codes: np.ndarray, names: list[str], cols: dict[str, np.ndarray]
     nbytes = cols["bytes"]
     for col, dtype in INT_COLUMNS.items():
         if col == "rank":
-            data[col] = np.full(n, rank, dtype=narrowest_int(rank, rank))
+            data[col] = rank_column(n, rank)
         elif col in COMPACT_COLUMNS:
             data[col] = cols.pop(col)  # ColumnBuffer kept it in the narrowest dtype its values need
         else:
