@@ -14,6 +14,7 @@ import pytest
 
 from copyprof.analysis.steps import ops as step_ops, projection as step_projection
 from copyprof.analysis.steps import segment as steps_module
+from copyprof.analysis.steps.rows import no_steps, step_dtype
 from copyprof.analysis.steps.segment import Steps, step_extents
 from copyprof.columns import Columns
 from copyprof.events import KINDS
@@ -116,6 +117,25 @@ def test_correlation_projection_follows_its_definition(seed: int, monkeypatch: p
                         "dur_ns": np.array([390, 450, 300, 400], dtype=np.int64)})
     gpu_mask = np.isin(kind, ["kernel", "memcpy"])
     monkeypatch.setattr(step_projection, "ROWS_PER_PASS", int(rng.integers(1, 300)))
-    got = np.full(n, -1, dtype=steps_module.STEP_DTYPE)
+    got = no_steps(n, len(ann))
     step_projection.project_through_correlations(Columns.from_pandas(events), Columns.from_pandas(ann), gpu_mask, got)
     assert got.tolist() == _projection_by_definition(events, ann, gpu_mask).tolist()
+
+
+def test_step_ids_take_the_narrowest_type_that_holds_every_id() -> None:
+    # Ids run 0..n_steps-1 and -1 marks "no step": int16 holds them up to 32,766 steps; one
+    # more and an id would wrap, so the type widens to int32 there.
+    assert step_dtype(0) is np.int16 and step_dtype(32_766) is np.int16
+    assert step_dtype(32_767) is np.int32 and step_dtype(10**6) is np.int32
+    ids = no_steps(5, 40_000)
+    ids[:] = [-1, 0, 32_767, 39_999, 12]
+    assert ids.tolist() == [-1, 0, 32_767, 39_999, 12]
+
+
+def test_a_trace_of_more_than_32767_steps_keeps_every_step_id() -> None:
+    # 40,000 idle-gap steps of one kernel each: every kernel gets its own step id, none wraps.
+    n = 40_000
+    step_of = no_steps(n, n)
+    step_of[np.arange(n)] = np.arange(n)
+    first, last, count = step_extents(step_of, np.arange(n, dtype=np.int64) * 10, np.ones(n, dtype=np.int64), n)
+    assert count.tolist() == [1] * n and first[-1] == (n - 1) * 10

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from copyprof.analysis.steps.rows import ROWS_PER_PASS, STEP_DTYPE, positions
+from copyprof.analysis.steps.rows import ROWS_PER_PASS, positions, step_dtype
 from copyprof.columns import Columns
 from copyprof.taxonomy.copies import d2d_mask
 
@@ -67,7 +67,7 @@ def _claims(events: Columns, ann: Columns, rt: np.ndarray,
             order = np.argsort(starts, kind="stable")
             rows, starts = rows[order], starts[order]
             del order
-        rt_step = np.full(len(rows), -1, dtype=STEP_DTYPE)
+        rt_step = np.full(len(rows), -1, dtype=step_dtype(len(ann)))
         _claim(rt_step, starts, ann_lo[mine], ann_hi[mine], mine)
         own = rt_step >= 0
         _claim(rt_step, starts, ann_lo[rest], ann_hi[rest], rest)

@@ -7,9 +7,19 @@ from __future__ import annotations
 
 import numpy as np
 
-# Step ids are below the number of GPU events, far below 2**31: int32 halves ``step_of``
-# (one value per event) and every gather from it.
-STEP_DTYPE = np.int32
+
+
+def step_dtype(n_steps: int) -> type[np.signedinteger]:
+    """The narrowest integer type for step ids 0..n_steps-1 and -1 (no step). Step ids index
+    the step rule's annotations, launches or segments, so their number is known before any
+    event gets one: ``step_of`` holds one id per event, and int16 (most traces have fewer than
+    32,767 steps) is half of int32 in the analysis' peak memory and in every gather from it."""
+    return np.int16 if n_steps < np.iinfo(np.int16).max else np.int32
+
+
+def no_steps(n_rows: int, n_steps: int) -> np.ndarray:
+    """Every row's step before any is assigned: -1, in ``step_dtype(n_steps)``."""
+    return np.full(n_rows, -1, dtype=step_dtype(n_steps))
 # Rows a blockwise pass over the table takes at once. Its temporaries (~8 int64 arrays in the
 # GPU-time pass) coincide with the analysis' memory peak: 1 << 14 keeps them near 1 MB, where
 # 1 << 16 held 4 MB (memray, 1 GB trace), at no measurable cost in time.

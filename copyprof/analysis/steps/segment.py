@@ -24,12 +24,12 @@ import numpy as np
 
 from copyprof.analysis.steps.idle_gaps import cut_at_idle_gaps
 from copyprof.analysis.steps.projection import other_thread_note, project_through_correlations
-from copyprof.analysis.steps.rows import ROWS_PER_PASS, STEP_DTYPE, positions, step_extents
+from copyprof.analysis.steps.rows import ROWS_PER_PASS, no_steps, positions, step_dtype, step_extents
 from copyprof.columns import Columns, objects
 from copyprof.taxonomy.annotations import GRAMMARS, parse_step
 from copyprof.taxonomy.copies import d2d_mask, is_graph_launch
 
-__all__ = ["GPU_KINDS", "ROWS_PER_PASS", "STEP_DTYPE", "Steps", "positions", "segment", "step_extents", "step_warnings"]
+__all__ = ["GPU_KINDS", "ROWS_PER_PASS", "Steps", "positions", "segment", "step_extents", "step_warnings"]
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
 # The columns an annotation range is read by (the step rules take these rows, not whole events).
@@ -92,7 +92,7 @@ def _no_steps(events: Columns, device: int, why: str) -> Steps:
                f"and its idle gaps show no step structure ({why}); per-step figures are empty, not zero")
     if copies:
         warning += f". The trace has {copies:,} device-to-device copies in all: `copyprof inspect` lists them"
-    return Steps("none", _empty_table(), np.full(len(events), -1, dtype=STEP_DTYPE), device,
+    return Steps("none", _empty_table(), no_steps(len(events), 0), device,
                  ["no steps could be found"], [warning])
 
 
@@ -135,9 +135,9 @@ def _step_annotations(events: Columns, on_gpu: bool) -> tuple[Columns, str] | tu
 
 def _annotation_steps(events: Columns, gpu_mask: np.ndarray, device: int) -> Steps | None:
     cpu_ann, grammar = _step_annotations(events, on_gpu=False)
-    step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
     notes: list[str] = []
     if cpu_ann is not None:
+        step_of = no_steps(len(events), len(cpu_ann))
         from_other = project_through_correlations(events, cpu_ann, gpu_mask, step_of)
         if (step_of >= 0).any():
             if len(from_other):
@@ -148,6 +148,7 @@ def _annotation_steps(events: Columns, gpu_mask: np.ndarray, device: int) -> Ste
         return None
     if (gpu_ann["device"] >= 0).any():
         gpu_ann = gpu_ann[np.isin(gpu_ann["device"], [device, -1])]
+    step_of = no_steps(len(events), len(gpu_ann))
     starts = events["start_ns"]
     for i, (s, d) in enumerate(zip(gpu_ann["start_ns"].tolist(), gpu_ann["dur_ns"].tolist())):
         inside = gpu_mask & (starts >= s) & (starts < s + d) & (step_of < 0)
@@ -182,8 +183,8 @@ def _graph_launch_steps(events: Columns, gpu_mask: np.ndarray, device: int) -> S
     n = len(rows)
     # a correlation id launched twice belongs to its later launch (in time order)
     keys, last = np.unique(corr[rows][::-1], return_index=True)
-    step_by_key = (n - 1 - last).astype(STEP_DTYPE)
-    step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
+    step_by_key = (n - 1 - last).astype(step_dtype(n))
+    step_of = no_steps(len(events), n)
     for lo in range(0, len(events), ROWS_PER_PASS):  # blockwise: the lookups' temporaries stay small
         gpu = lo + np.flatnonzero(gpu_mask[lo : lo + ROWS_PER_PASS])
         mine = corr[gpu]
@@ -211,9 +212,9 @@ def _idle_gap_steps(events: Columns, gpu_mask: np.ndarray, device: int) -> tuple
     found, why = cut_at_idle_gaps(starts, ends, (events["kind"] == "kernel")[order])
     if found is None:
         return None, why
-    step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
-    step_of[order] = found.step_of
     n = found.n_steps
+    step_of = no_steps(len(events), n)
+    step_of[order] = found.step_of
     table = _build_table(events, step_of, [f"segment {i}" for i in range(n)], [None] * n, found.is_decode)
     return Steps("idle-gap", table, step_of, device, found.notes, found.warnings), ""
 
@@ -272,7 +273,7 @@ def _step_table(order: np.ndarray, labels: Sequence[str], tokens: Sequence[int |
 
 def _cpu_annotation_steps(events: Columns) -> Steps:
     ann, grammar = _step_annotations(events, on_gpu=False)
-    step_of = np.full(len(events), -1, dtype=STEP_DTYPE)
+    step_of = no_steps(len(events), len(ann) if ann is not None else 0)
     if ann is None:
         return Steps("none", _empty_table(), step_of, -1, ["no GPU events and no step annotations"],
                      ["no steps were found: the trace has no GPU events and no step annotations; per-step figures "
