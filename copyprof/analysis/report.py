@@ -26,7 +26,7 @@ from copyprof.analysis.cost.candidates import copy_candidates, kernel_candidates
 from copyprof.analysis.rank_pool import Meanwhile, analyze_ranks
 from copyprof.analysis.ab.client_metrics import load_tpots
 from copyprof.analysis.ab.replica_timing import load_timing, timing_summary
-from copyprof.analysis.results import Completeness, Layout, RunReport, SourceEntry, StepsInfo
+from copyprof.analysis.results import Candidate, Completeness, Layout, RunReport, SourceEntry, StepsInfo
 from copyprof.analysis.setup import run_setup
 from copyprof.analysis.sources.across_captures import apply_sources, by_source, source_entries
 from copyprof.analysis.steps.segment import rank_warnings, step_warnings
@@ -57,6 +57,8 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         raise CopyprofError(f"rank {head_rank} is not in this run (ranks: {ranks})", path=path)
     head = heads[0]
     meta = head.trace.meta
+    graph = meta.graph_launches > 0
+    kernels = _kernel_candidates_then_release(head, graph)
     match = apply_sources(head.census.copies, sources, sources_origin) if sources is not None else None
     decode_n = len(head.census.per_step) if not head.census.per_step.empty else len(head.steps.decode)
     peak = peak_gbps(meta.devices)
@@ -83,10 +85,7 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         completeness=_run_completeness(head, analyses), launch_overhead=head.overhead,
         graph_nodes=graph_node_match(head.census.copies),
     )
-    graph = meta.graph_launches > 0
-    report.candidates = copy_candidates(head.census.copies, head.census.per_step, graph=graph) + \
-        kernel_candidates(head.trace.table, head.census.op_rows, head.census.op_first, head.census.op_steps,
-                          head.census.per_step, graph=graph)
+    report.candidates = copy_candidates(head.census.copies, head.census.per_step, graph=graph) + kernels
     if decode_n == 0 and len(head.steps.table):  # steps exist, none pure decode: --all-steps can count them
         report.notes.append("no pure-decode steps found: figures are empty (--all-steps counts the "
                             f"{len(head.steps.table)} other step(s))")
@@ -95,6 +94,17 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
                              graph_launches=meta.graph_launches, layout_name=layout.name if layout else None,
                              dtype_bytes=layout.dtype_bytes if layout else None)
     return report
+
+
+def _kernel_candidates_then_release(head: RankAnalysis, graph: bool) -> list[Candidate]:
+    """The elementwise copy kernels' candidates, the last reader of the census' per-op arrays
+    (the counted ops' positions, 4 bytes per GPU op), which are let go here: the copies'
+    groupings that follow are where the analysis' memory peaks."""
+    census = head.census
+    kernels = kernel_candidates(head.trace.table, census.op_rows, census.op_first, census.op_steps,
+                                census.per_step, graph=graph)
+    census.op_rows = census.op_steps = census.op_first = None
+    return kernels
 
 
 def _countable(traces: list[Trace], path: str) -> list[Trace]:

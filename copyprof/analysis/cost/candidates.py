@@ -29,6 +29,7 @@ import numpy as np
 
 from copyprof.analysis.census.copy_sites import METADATA, MLP_OUTPUT, OTHER, PLACEMENT, POST, STAGING
 from copyprof.analysis.results import Candidate
+from copyprof.analysis.steps.rows import ROWS_PER_PASS
 from copyprof.columns import Columns, commonest_text, first_seen_codes, group_ids, group_rows, known_floats
 from copyprof.vocabulary import CandidateForm, Role
 
@@ -136,18 +137,17 @@ def kernel_candidates(events: Columns, rows: np.ndarray | None, op_first: np.nda
     elem = name_col.flags(lambda n: kernel_copy_class(n) == "elementwise_copy")  # per code, + False for missing
     if not elem.any():
         return []
-    codes = name_col.codes[rows]
-    kernel = (kind_col.codes[rows] == kind_col.code_of("kernel")) & elem[codes]  # on the codes: no object array
-    if not kernel.any():
+    at = _elementwise_kernels(rows, name_col.codes, kind_col.codes, elem, kind_col.code_of("kernel"))
+    if not len(at):
         return []
     all_steps = per_step["step"] if not per_step.empty else op_steps  # op_steps: ascending, each with ops
     period = known_floats(per_step["period_ns"]) / 1e6 if "period_ns" in per_step else np.array([])
     period_med = float(np.median(period)) if len(period) else None
     noise = _period_noise(period)
-    k_rows = rows[kernel]
-    k_step = op_steps[np.searchsorted(op_first, np.flatnonzero(kernel), side="right") - 1]
+    k_rows = rows[at]
+    k_step = op_steps[np.searchsorted(op_first, at, side="right") - 1]
     k_dur = events["dur_ns"][k_rows]
-    k_codes, k_group = np.unique(codes[kernel], return_inverse=True)  # by name code, ascending
+    k_codes, k_group = np.unique(name_col.codes[k_rows], return_inverse=True)  # by name code, ascending
     out = []
     for code, g in zip(k_codes.tolist(), group_rows(k_group.ravel(), len(k_codes))):
         name = str(names[code])
@@ -172,6 +172,20 @@ def kernel_candidates(events: Columns, rows: np.ndarray | None, op_first: np.nda
             share_pct=None, steps_needed=None, change="fused with other work by Inductor: not removable by itself",
             key="kernel|fused"))
     return pure
+
+
+def _elementwise_kernels(rows: np.ndarray, name_codes: np.ndarray, kind_codes: np.ndarray, elem: np.ndarray,
+                         kernel_code: int) -> np.ndarray:
+    """Positions in ``rows`` of the kernels whose name is an elementwise copy (``elem``: per name
+    code, + False for missing), found a block of rows at a time: the lookups over every counted
+    op (~1 M on a 1 GB trace) would hold ~4 MB of temporaries at the analysis' memory peak."""
+    found = []
+    for lo in range(0, len(rows), ROWS_PER_PASS):
+        block = rows[lo : lo + ROWS_PER_PASS]
+        hit = elem[name_codes[block]]
+        hit &= kind_codes[block] == kernel_code
+        found.append(lo + np.flatnonzero(hit))
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 def kernel_label(name: str) -> str:
