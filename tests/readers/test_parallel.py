@@ -114,6 +114,24 @@ def test_pieces_larger_than_a_slot_are_decoded_in_the_parent(tmp_path, monkeypat
         _same(serial, read_kineto(path, small))
 
 
+def test_a_header_larger_than_a_slot_leaves_the_slots_to_the_pieces(tmp_path, monkeypatch):
+    # The splitter inflates into the pool's slots; a header longer than a slot is assembled in
+    # a buffer of its own, so the first piece is copied into a slot and the slot the splitter
+    # left is handed out again. Every later piece is decoded in the slot it was inflated into.
+    events = json.loads(gzip.decompress(_tricky_trace(tmp_path / "t.json.gz", n=4000).read_bytes()))["traceEvents"]
+    header = {"schemaVersion": 1, "distributedInfo": {"rank": 1},
+              "deviceProperties": [{"id": i, "name": "NVIDIA H200", "note": "x" * 200} for i in range(400)]}
+    path = tmp_path / "header.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({**header, "traceEvents": events}, indent=2).encode(), compresslevel=1))
+    monkeypatch.setattr(source, "BLOCK_SIZE", 16 << 10)  # the header is ~100 KB: six blocks
+    serial = read_kineto(str(path))
+    with ChunkPool(2, slot_size=48 << 10) as small:
+        parallel = read_kineto(str(path), small)
+    _same(serial, parallel)
+    # every complete event is a row (flow events link rows, they are not rows)
+    assert len(parallel[0].events) == sum(e["ph"] == "X" for e in events) > 5000 and parallel[0].meta.ranks == [1]
+
+
 def test_truncated_file_reads_the_same_prefix(tmp_path, pool, monkeypatch):
     full = _tricky_trace(tmp_path / "full.json.gz").read_bytes()
     cut = tmp_path / "cut.pt.trace.json.gz"

@@ -150,14 +150,31 @@ class ChunkPool:
         self._tasks, self._results, self._procs, self.slots = [], [], [], []
 
     def read_chunks(self, blocks: BlockStream, state: StreamState) -> Iterator[ChunkResult]:
-        """The serial reader's ``stream_event_chunks(blocks, decode_columns, state)``, in parallel."""
+        """The serial reader's ``stream_event_chunks(blocks, decode_columns, state)``, in parallel.
+
+        The splitter inflates into the slots themselves (``split_pieces``' ``next_buffer``): a
+        piece is decoded where it was inflated, not copied there (a copy of every byte of the
+        document, ~0.1 s of this process per GB). A piece the splitter had to assemble in a
+        buffer of its own (a header or an event larger than a block) is copied into a slot, or
+        decoded here when no slot can hold it."""
         merger = PieceMerger(decode_columns, state)
         free = list(range(len(self.slots)))
         inflight: deque[tuple[Piece, int, int]] = deque()  # piece (its text in the slot), worker, slot
+        settled: deque[ChunkResult] = deque()  # results collected while the splitter waited for a slot
+        filling: list[int] = []  # the slot the splitter is inflating into
+
+        def next_buffer() -> mmap.mmap:
+            while not free:  # every other slot is in flight: the oldest piece's result frees one
+                settled.extend(self._settle(merger, inflight, free))
+            filling[:] = [free.pop()]
+            return self.slots[filling[0]]
+
         turn = 0
-        for piece in split_pieces(blocks, state, blocks.block_size):
-            n = len(piece.data)
-            if n > self.slot_size:
+        for piece in split_pieces(blocks, state, blocks.block_size, next_buffer):
+            while settled:  # older than anything settled below: yielded first, in piece order
+                yield settled.popleft()
+            slot = self._slot_of(piece, filling, free)
+            if slot is None and len(piece.data) > self.slot_size:
                 # Only when a block had no event boundary (a giant event): drain, then decode here.
                 while inflight:
                     yield from self._settle(merger, inflight, free)
@@ -165,19 +182,35 @@ class ChunkPool:
                 if result is not FAILED:
                     yield result
                 continue
-            if not free:
-                yield from self._settle(merger, inflight, free)
-            slot = free.pop()
-            view = memoryview(self.slots[slot])[:n]
-            view[:] = piece.data  # the piece's view is reused by the splitter; the slot keeps it
+            if slot is None:
+                while not free:
+                    yield from self._settle(merger, inflight, free)
+                slot = free.pop()
+                view = memoryview(self.slots[slot])[: len(piece.data)]
+                view[:] = piece.data  # the splitter reuses its own buffer; the slot keeps the text
+                piece = Piece(piece.offset, view, piece.sep)
             worker = turn % self.jobs
             turn += 1
-            self._tasks[worker].send((slot, n))
-            inflight.append((Piece(piece.offset, view, piece.sep), worker, slot))
+            self._tasks[worker].send((slot, len(piece.data)))
+            inflight.append((piece, worker, slot))
+        yield from settled
+        free.extend(filling)  # the splitter's last slot held only the array's end
         while inflight:
             yield from self._settle(merger, inflight, free)
         self.release_slots()
         yield from merger.finish()
+
+    def _slot_of(self, piece: Piece, filling: list[int], free: list[int]) -> int | None:
+        """The slot ``piece`` was inflated into (it is the piece's now), or None when the
+        splitter assembled it in a buffer of its own, which it does after copying the text out
+        of its slot: that slot is free again."""
+        if not filling:
+            return None
+        slot = filling.pop()
+        if isinstance(piece.data, memoryview) and piece.data.obj is self.slots[slot]:
+            return slot
+        free.append(slot)
+        return None
 
     def release_slots(self) -> None:
         """Give the slots' pages back once a file is read (16 MB at --jobs 2, while the file's

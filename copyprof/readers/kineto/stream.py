@@ -169,19 +169,23 @@ class _IterReader:
         return filled
 
 
-def split_pieces(source: Any, state: StreamState, block_size: int = 8 << 20) -> Iterator[Piece]:
+def split_pieces(source: Any, state: StreamState, block_size: int = 8 << 20,
+                 next_buffer: Callable[[], mmap.mmap] | None = None) -> Iterator[Piece]:
     """Cut the event array into pieces of about ``block_size`` at candidate boundaries.
 
     ``source`` has ``readinto`` (a BlockStream) or is an iterable of byte blocks. Pieces are
     assembled in one reused buffer that the source inflates into (fresh multi-MB allocations
     cost a page fault per 4 KiB on a VM: 0.5 s/GB measured), so each ``Piece.data`` is a view
-    valid until the next piece is asked for. Sets ``state.header`` (and ``bare_list``) before
-    the first piece and ``state.rest`` / ``rest_offset`` (the text after the last cut, with
-    the array's end) when exhausted. Raises :class:`NotStreamable` when no top-level event
-    array is found near the start.
+    valid until the next piece is asked for. ``next_buffer``: where the text after each cut
+    goes instead (a buffer of at least ``2 * block_size + 2`` bytes that the caller hands out,
+    e.g. the decode pool's shared slots: the source inflates straight into the memory the
+    piece is decoded from, and a piece stays valid until the caller reuses its buffer). Sets
+    ``state.header`` (and ``bare_list``) before the first piece and ``state.rest`` /
+    ``rest_offset`` (the text after the last cut, with the array's end) when exhausted. Raises
+    :class:`NotStreamable` when no top-level event array is found near the start.
     """
     readinto = source.readinto if hasattr(source, "readinto") else _IterReader(source).readinto
-    work = _buffer(2 * block_size + 2)
+    work = next_buffer() if next_buffer is not None else _buffer(2 * block_size + 2)
     work[0] = 0x5B  # work[0] is a "[" so that a piece is one view: b"[" + events + b"]"
     used = 1
     start = None
@@ -219,6 +223,9 @@ def split_pieces(source: Any, state: StreamState, block_size: int = 8 << 20) -> 
         work[cut + 1] = 0x5D  # "]"
         yield Piece(base, memoryview(work)[: cut + 2], sep)
         rest = bytes(work[after:used])
+        if next_buffer is not None:  # the piece keeps its buffer; the rest starts the next one
+            work = next_buffer()
+            work[0] = 0x5B
         work[1 : 1 + len(rest)] = rest
         used = 1 + len(rest)
         base += after - 1
