@@ -86,10 +86,10 @@ class ColumnBuffer:
 
     @staticmethod
     def _dtype(key: str, values: np.ndarray, current: Any = np.int8) -> np.dtype:
-        if key not in COMPACT_COLUMNS and key != "name_code":  # name codes too: few distinct names
+        if key not in COMPACT_COLUMNS and key not in ("name_code", "rank_key"):  # name codes: few distinct names
             return values.dtype
-        if not len(values):
-            return np.dtype(current)
+        if not len(values) or (values.dtype.kind == "i" and values.dtype.itemsize <= np.dtype(current).itemsize):
+            return np.dtype(current)  # a signed type no wider than the column's: every value fits
         return narrowest_int(int(values.min()), int(values.max()), at_least=current)
 
     def _reallocate(self, key: str, dtype: np.dtype) -> None:
@@ -134,6 +134,7 @@ class _Accumulator:
             self._dirs.append(np.where(d == "", kind_arg, d))
             self._dir_rows.append(mk + self.rows)
         remap = np.array([self.names.setdefault(nm, len(self.names)) for nm in res.names], dtype=np.int32)
+        remap = remap.astype(narrowest_int(0, len(self.names)), copy=False)  # fits the column by its type
         res.cols["name_code"] = remap[res.name_codes] if len(remap) else res.name_codes.astype(np.int32)
         self.table.append(res.cols, n)
         self.counts += res.counts
