@@ -4,6 +4,9 @@
  * accepts, so every value it passes over is checked, more strictly than msgspec does (UTF-8
  * in every string, escapes, control characters, number grammar, nesting depth); anything
  * else makes it decline the chunk. DECLINE records the first reason and its byte offset.
+ *
+ * The byte scans use SSE2 / AVX2 on x86-64 (AVX2 chosen at run time), byte loops elsewhere;
+ * the blocks (the classes of a chunk's bytes, 64 at a time) serve scan.c's fast path.
  */
 #ifndef COPYPROF_JSON_SCAN_H
 #define COPYPROF_JSON_SCAN_H
@@ -13,11 +16,15 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#ifdef __SSE2__
-#include <emmintrin.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
 #endif
 
 #define MAX_DEPTH 64
+
+/* For the few small helpers of the hottest paths, which GCC otherwise leaves out of line
+ * for their many call sites. */
+#define ALWAYS_INLINE inline __attribute__((always_inline))
 
 typedef struct {
     const unsigned char *p;    /* cursor */
@@ -38,12 +45,23 @@ typedef struct {
     int32_t code;
 } Slot;
 
+/* A string looked up lately (see intern). */
+typedef struct {
+    const unsigned char *s;
+    Py_ssize_t len;
+    int32_t code;
+} Recent;
+
+#define RECENT_BITS 8
+#define N_RECENT (1 << RECENT_BITS)
+
 typedef struct {
     Slot *slots;
     Py_ssize_t cap;  /* power of two */
     Py_ssize_t n;
     Slot *order;     /* by code */
     Py_ssize_t order_cap;
+    Recent recent[N_RECENT];
 } Interner;
 
 /* Eight bytes per step (kernel names run to hundreds of bytes; byte-wise FNV-1a was a
@@ -63,6 +81,7 @@ static uint64_t hash_bytes(const unsigned char *s, Py_ssize_t n) {
 }
 
 static int interner_init(Interner *t) {
+    memset(t->recent, 0, sizeof t->recent);
     t->cap = 256; t->n = 0; t->order_cap = 128;
     t->slots = PyMem_Calloc((size_t)t->cap, sizeof(Slot));
     t->order = PyMem_Malloc((size_t)t->order_cap * sizeof(Slot));
@@ -86,13 +105,36 @@ static int interner_grow(Interner *t) {
     return 0;
 }
 
-/* Code of the string, adding it when new; -1 on memory error. */
+/* Slot in Interner.recent of a string, from its length and first and last eight bytes
+ * (three bytes of a shorter one), which tell most names of a trace apart. */
+static inline size_t recent_slot(const unsigned char *s, Py_ssize_t len) {
+    uint64_t head = 0, tail = 0;
+    if (len >= 8) {
+        memcpy(&head, s, 8);
+        memcpy(&tail, s + len - 8, 8);
+    } else if (len) {
+        head = s[0] | (uint64_t)s[len / 2] << 8;
+        tail = s[len - 1];
+    }
+    uint64_t h = (head * 0x9E3779B97F4A7C15ULL) ^ (tail * 0xC2B2AE3D27D4EB4FULL) ^ (uint64_t)len;
+    return (size_t)((h * 0xFF51AFD7ED558CCDULL) >> (64 - RECENT_BITS));
+}
+
+/* Code of the string, adding it when new; -1 on memory error. A kernel name of hundreds of
+ * bytes recurs thousands of times in a chunk: it is first looked up among the strings seen
+ * lately, where a hit costs one comparison instead of hashing the whole name; a hit gives
+ * the code the table holds, so codes are the same either way. */
 static int32_t intern(Interner *t, const unsigned char *s, Py_ssize_t len) {
+    Recent *r = &t->recent[recent_slot(s, len)];
+    if (r->s && r->len == len && memcmp(r->s, s, (size_t)len) == 0) return r->code;
     uint64_t h = hash_bytes(s, len);
     Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(t->cap - 1));
     while (t->slots[j].s) {
         Slot *sl = &t->slots[j];
-        if (sl->hash == h && sl->len == len && memcmp(sl->s, s, (size_t)len) == 0) return sl->code;
+        if (sl->hash == h && sl->len == len && memcmp(sl->s, s, (size_t)len) == 0) {
+            r->s = s; r->len = len; r->code = sl->code;
+            return sl->code;
+        }
         j = (j + 1) & (t->cap - 1);
     }
     if (t->n >= INT32_MAX) return -1;
@@ -105,6 +147,7 @@ static int32_t intern(Interner *t, const unsigned char *s, Py_ssize_t len) {
     t->slots[j] = sl;
     t->order[t->n++] = sl;
     if (t->n * 2 > t->cap && interner_grow(t) < 0) return -1;
+    r->s = s; r->len = len; r->code = sl.code;
     return sl.code;
 }
 
@@ -119,34 +162,247 @@ static PyObject *interned_list(Interner *t) {
     return out;
 }
 
-/* ---------- JSON lexing (validating) ---------- */
+/* ---------- byte scans: where whitespace ends, where a string needs a look ---------- */
 
-/* Whitespace between tokens. Kineto writes ": " and ", " between members, newlines and runs
- * of indentation between events and args: the whitespace test byte by byte was a fifth of the
- * scan (callgrind), so a lone space is one test and longer runs go 16 bytes at a time. Stops
- * at the first byte that is not ' ', '\n', '\r' or '\t' (the parser then judges it), as the
- * byte loop does. */
-static inline void skip_ws(Cur *c) {
-    const unsigned char *p = c->p, *end = c->end;
-    if (p >= end || *p > ' ') return;
-    if (*p == ' ' && end - p > 1 && p[1] > ' ') { c->p = p + 1; return; }
-#ifdef __SSE2__
-    {
-        const __m128i space = _mm_set1_epi8(' '), nl = _mm_set1_epi8('\n'), cr = _mm_set1_epi8('\r'),
-                      tab = _mm_set1_epi8('\t');
-        while (end - p >= 16) {
-            __m128i x = _mm_loadu_si128((const __m128i *)p);
-            __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, space), _mm_cmpeq_epi8(x, nl)),
-                                      _mm_or_si128(_mm_cmpeq_epi8(x, cr), _mm_cmpeq_epi8(x, tab)));
-            unsigned bits = ~(unsigned)_mm_movemask_epi8(ws) & 0xFFFFu;
-            if (bits) { c->p = p + __builtin_ctz(bits); return; }
-            p += 16;
-        }
+/* Much of the scan is finding where a run of whitespace ends and where the next byte that
+ * needs a look inside a string is ('"', '\\', a control character, a byte >= 0x80): kernel
+ * names run to hundreds of bytes, indentation to dozens. Both are asked of many bytes at
+ * once at the best level this CPU has: SIMD_AVX2 (32 bytes per step; chosen at run time, as
+ * x86-64's baseline is SSE2), SIMD_SSE2 (16), SIMD_SCALAR (a byte loop: other CPUs, and forced
+ * by the module's simd() so that tests can compare the levels' results; it also leaves every
+ * event to scan.c's general reader). Every load stays before `end`: the byte loop does the
+ * last bytes. */
+enum { SIMD_SCALAR, SIMD_SSE2, SIMD_AVX2 };
+static int simd_level = SIMD_SCALAR;
+
+/* Byte classes for the string loop: 0 plain, 1 needs a look ('"', '\\', control, >= 0x80). */
+static unsigned char STR_SPECIAL[256];
+
+static const unsigned char *look_end_bytes(const unsigned char *p, const unsigned char *end) {
+    while (p < end && !STR_SPECIAL[*p]) p++;
+    return p;
+}
+
+static const unsigned char *ws_end_bytes(const unsigned char *p, const unsigned char *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+#if defined(__x86_64__)
+/* Which of the 16 bytes at p need a look inside a string: '"', '\\', and (signed) < 0x20,
+ * which also catches >= 0x80 (bit i for byte i). */
+static inline unsigned look16(const unsigned char *p) {
+    __m128i x = _mm_loadu_si128((const __m128i *)p);
+    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+                             _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
+    return (unsigned)_mm_movemask_epi8(m);
+}
+
+/* Which of the 16 bytes at p are not whitespace. */
+static inline unsigned solid16(const unsigned char *p) {
+    __m128i x = _mm_loadu_si128((const __m128i *)p);
+    __m128i ws = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8(' ')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\n'))),
+                              _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\t'))));
+    return ~(unsigned)_mm_movemask_epi8(ws) & 0xFFFFu;
+}
+
+static const unsigned char *look_end_sse2(const unsigned char *p, const unsigned char *end) {
+    for (; end - p >= 16; p += 16) {
+        unsigned bits = look16(p);
+        if (bits) return p + __builtin_ctz(bits);
+    }
+    return look_end_bytes(p, end);
+}
+
+static const unsigned char *ws_end_sse2(const unsigned char *p, const unsigned char *end) {
+    for (; end - p >= 16; p += 16) {
+        unsigned bits = solid16(p);
+        if (bits) return p + __builtin_ctz(bits);
+    }
+    return ws_end_bytes(p, end);
+}
+
+__attribute__((target("avx2")))
+static const unsigned char *look_end_avx2(const unsigned char *p, const unsigned char *end) {
+    const __m256i quote = _mm256_set1_epi8('"'), bs = _mm256_set1_epi8('\\'), ctl = _mm256_set1_epi8(0x20);
+    for (; end - p >= 32; p += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)p);
+        __m256i m = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bs)),
+                                    _mm256_cmpgt_epi8(ctl, x));
+        unsigned bits = (unsigned)_mm256_movemask_epi8(m);
+        if (bits) return p + __builtin_ctz(bits);
+    }
+    return look_end_sse2(p, end);
+}
+
+__attribute__((target("avx2")))
+static const unsigned char *ws_end_avx2(const unsigned char *p, const unsigned char *end) {
+    /* The shuffle maps each byte to the whitespace byte with the same low four bits (' ',
+     * '\t', '\n', '\r'; 0 where there is none, and for bytes >= 0x80), so a byte is
+     * whitespace exactly when it equals its entry. */
+    const __m256i table = _mm256_setr_epi8(' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0,
+                                           ' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0);
+    for (; end - p >= 32; p += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)p);
+        unsigned bits = ~(unsigned)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_shuffle_epi8(table, x), x));
+        if (bits) return p + __builtin_ctz(bits);
+    }
+    return ws_end_sse2(p, end);
+}
+
+/* The classes of 64 bytes at once (see Blocks below): bit i of ws is set when byte i is
+ * whitespace, of look when it needs a look in a string. */
+typedef struct { uint64_t ws, look; } Masks;
+
+static Masks classify_sse2(const unsigned char *p) {
+    Masks m = {0, 0};
+    for (int i = 0; i < 64; i += 16) {
+        m.ws |= (uint64_t)(~solid16(p + i) & 0xFFFFu) << i;
+        m.look |= (uint64_t)look16(p + i) << i;
+    }
+    return m;
+}
+
+__attribute__((target("avx2")))
+static Masks classify_avx2(const unsigned char *p) {
+    const __m256i table = _mm256_setr_epi8(' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0,
+                                           ' ', 0, 0, 0, 0, 0, 0, 0, 0, '\t', '\n', 0, 0, '\r', 0, 0);
+    const __m256i quote = _mm256_set1_epi8('"'), bs = _mm256_set1_epi8('\\'), ctl = _mm256_set1_epi8(0x20);
+    Masks m = {0, 0};
+    for (int i = 0; i < 64; i += 32) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(p + i));
+        __m256i look = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(x, quote), _mm256_cmpeq_epi8(x, bs)),
+                                       _mm256_cmpgt_epi8(ctl, x));
+        m.ws |= (uint64_t)(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_shuffle_epi8(table, x), x)) << i;
+        m.look |= (uint64_t)(uint32_t)_mm256_movemask_epi8(look) << i;
+    }
+    return m;
+}
+
+static Masks (*classify)(const unsigned char *p) = classify_sse2;
+#endif
+
+typedef const unsigned char *(*ScanFn)(const unsigned char *p, const unsigned char *end);
+/* The first byte at or after p (before end) that needs a look in a string / is not
+ * whitespace, or end. */
+static ScanFn look_end = look_end_bytes, ws_end = ws_end_bytes;
+
+/* The best level this CPU has. */
+static int simd_best(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") ? SIMD_AVX2 : SIMD_SSE2;
+#else
+    return SIMD_SCALAR;
+#endif
+}
+
+/* Scans at `level` from now on; -1 (nothing changed) when this CPU does not have it. */
+static int simd_use(int level) {
+    if (level < SIMD_SCALAR || level > simd_best()) return -1;
+    simd_level = level;
+    look_end = look_end_bytes; ws_end = ws_end_bytes;
+#if defined(__x86_64__)
+    if (level == SIMD_SSE2) { look_end = look_end_sse2; ws_end = ws_end_sse2; classify = classify_sse2; }
+    if (level == SIMD_AVX2) { look_end = look_end_avx2; ws_end = ws_end_avx2; classify = classify_avx2; }
+#endif
+    return 0;
+}
+
+/* The first byte at or after p (before end) that needs a look in a string, or end. Most
+ * strings are keys and short values whose closing quote is in the next 16 bytes: that case
+ * is answered here, inline, without a call. */
+static inline const unsigned char *string_stop(const unsigned char *p, const unsigned char *end) {
+#if defined(__x86_64__)
+    if (simd_level && end - p >= 16) {
+        unsigned bits = look16(p);
+        if (bits) return p + __builtin_ctz(bits);
+        p += 16;
     }
 #endif
-    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
-    c->p = p;
+    return look_end(p, end);
 }
+
+/* ---------- blocks: the classes of a chunk, 64 bytes at a time ---------- */
+
+/* scan.c's fast path reads a chunk's common events with the classes of its bytes in aligned
+ * blocks of 64 (Masks), each block classified once, and finds where whitespace or a string
+ * ends with a shift and a count of trailing zeros on the masks it holds in registers. The
+ * blocks' addresses do not depend on the tokens, so the CPU classifies ahead while it reads
+ * (finding every token by a fresh vector load and count instead made each token wait for
+ * the one before, and was slower for fewer instructions). Blocks end at lim, at least
+ * BLOCK_SLACK bytes before the chunk's end, so that a reader at a position below lim may
+ * look at the few bytes after it without a test of the end. */
+#if defined(__x86_64__)
+#define BLOCK_SLACK 32
+
+typedef struct {
+    const unsigned char *base, *lim;  /* blocks are at base + 64 k, below lim */
+    const unsigned char *blk;         /* the block whose classes the masks hold */
+    uint64_t ws, look;
+} Blocks;
+
+/* Classifies the block that holds p; 0 when p is at or past lim. */
+static ALWAYS_INLINE int block_at(Blocks *b, const unsigned char *p) {
+    if (p >= b->lim) return 0;
+    b->blk = b->base + ((p - b->base) & ~(Py_ssize_t)63);
+    Masks m = classify(b->blk);
+    b->ws = m.ws; b->look = m.look;
+    return 1;
+}
+
+/* For a chunk of len bytes at base: 0 when it is too short for the fast path. */
+static int blocks_init(Blocks *b, const unsigned char *base, Py_ssize_t len) {
+    b->base = base;
+    b->lim = base + (len > BLOCK_SLACK ? (len - BLOCK_SLACK) & ~(Py_ssize_t)63 : 0);
+    return block_at(b, base);
+}
+
+/* The first byte at or after p that is not whitespace; NULL at lim. */
+static ALWAYS_INLINE const unsigned char *solid_at(Blocks *b, const unsigned char *p) {
+    if (*p > ' ') return p;
+    if (*p == ' ' && p[1] > ' ') return p + 1;
+    for (;;) {
+        size_t off = (size_t)(p - b->blk);
+        if (off < 64) {
+            uint64_t m = ~b->ws >> off;
+            if (m) return p + __builtin_ctzll(m);
+            p = b->blk + 64;
+        }
+        if (!block_at(b, p)) return NULL;
+    }
+}
+
+/* With p just after a string's opening quote: its closing quote when the string is plain
+ * (printable ASCII, no escapes: valid, and the same bytes as its value); NULL for any
+ * other string, or at lim. Past the block, a long string (a kernel name) is scanned by
+ * look_end, without the whitespace class, and the block where it ends classified. */
+static ALWAYS_INLINE const unsigned char *plain_end(Blocks *b, const unsigned char *p) {
+    size_t off = (size_t)(p - b->blk);
+    uint64_t m;
+    if (off < 64 && (m = b->look >> off)) {
+        p += __builtin_ctzll(m);
+    } else {
+        p = look_end(off < 64 ? b->blk + 64 : p, b->lim);
+        if (!block_at(b, p)) return NULL;
+    }
+    return *p == '"' ? p : NULL;
+}
+
+#endif
+
+/* ---------- JSON lexing (validating) ---------- */
+
+/* Whitespace between tokens: stops at the first byte that is not ' ', '\n', '\r' or '\t'
+ * (the parser then judges it), or at end. Kineto writes ": " and ", " between members:
+ * no whitespace and a lone space are settled by the first tests, inline. */
+static inline const unsigned char *ws_from(const unsigned char *p, const unsigned char *end) {
+    if (p < end && *p > ' ') return p;
+    if (end - p > 1 && *p == ' ' && p[1] > ' ') return p + 1;
+    return ws_end(p, end);
+}
+
+static inline void skip_ws(Cur *c) { c->p = ws_from(c->p, c->end); }
 
 static int hexval(unsigned char ch) {
     if (ch >= '0' && ch <= '9') return ch - '0';
@@ -173,34 +429,13 @@ static int utf8_len(const unsigned char *s, const unsigned char *end) {
     return n;
 }
 
-/* Byte classes for the string loop: 0 plain, 1 needs a look ('"', '\\', control, >= 0x80). */
-static unsigned char STR_SPECIAL[256];
-
-#ifdef __SSE2__
-/* Which of the 16 bytes at p need a look inside a string: '"', '\\', and (signed) < 0x20,
- * which also catches >= 0x80 (bit i for byte i). */
-static inline unsigned needs_a_look16(const unsigned char *p) {
-    __m128i x = _mm_loadu_si128((const __m128i *)p);
-    __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
-                             _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
-    return (unsigned)_mm_movemask_epi8(m);
-}
-#endif
-
-/* At '"': validates the string; s and len give the raw text between the quotes; *esc is set
- * when it holds an escape. The general case of lex_string. */
-static int lex_string_long(Cur *c, const unsigned char **s, Py_ssize_t *len, int *esc) {
-    const unsigned char *p = c->p + 1, *end = c->end;
+/* At '"', with p the first byte that needs a look: validates the string; s and len give the
+ * raw text between the quotes; *esc is set when it holds an escape. The general case of
+ * lex_string. */
+static int lex_string_long(Cur *c, const unsigned char *p, const unsigned char **s, Py_ssize_t *len, int *esc) {
+    const unsigned char *end = c->end;
     *esc = 0;
     for (;;) {
-#ifdef __SSE2__
-        while (end - p >= 16) {
-            unsigned bits = needs_a_look16(p);
-            if (bits) { p += __builtin_ctz(bits); break; }
-            p += 16;
-        }
-#endif
-        while (p < end && !STR_SPECIAL[*p]) p++;
         if (p >= end) { c->p = p; DECLINE(c, "unterminated string"); }
         unsigned char ch = *p;
         if (ch == '"') break;
@@ -228,6 +463,7 @@ static int lex_string_long(Cur *c, const unsigned char **s, Py_ssize_t *len, int
             if (!n) { c->p = p; DECLINE(c, "invalid UTF-8"); }
             p += n;
         }
+        p = string_stop(p, end);
     }
     *s = c->p + 1;
     *len = p - (c->p + 1);
@@ -235,49 +471,78 @@ static int lex_string_long(Cur *c, const unsigned char **s, Py_ssize_t *len, int
     return 0;
 }
 
-/* At '"': validates the string (as lex_string_long). Keys and most values are short plain
- * ASCII: when the first byte of the next 16 that needs a look is the closing quote, the
- * string is valid and done here, inline, without a call (per-key overhead was a sixth of
- * the scan). */
+/* At '"': validates the string (as lex_string_long). Keys and most values are plain ASCII:
+ * when the first byte that needs a look is the closing quote, the string is valid and done
+ * here, inline, without a call (per-key overhead was a sixth of the scan). */
 static inline int lex_string(Cur *c, const unsigned char **s, Py_ssize_t *len, int *esc) {
-#ifdef __SSE2__
-    const unsigned char *p = c->p + 1;
-    if (c->end - p >= 16) {
-        unsigned bits = needs_a_look16(p);
-        if (bits) {
-            int i = __builtin_ctz(bits);
-            if (p[i] == '"') {
-                *esc = 0; *s = p; *len = i;
-                c->p = p + i + 1;
-                return 0;
-            }
-        }
+    const unsigned char *p = c->p + 1, *q = string_stop(p, c->end);
+    if (q < c->end && *q == '"') {
+        *esc = 0; *s = p; *len = q - p;
+        c->p = q + 1;
+        return 0;
     }
-#endif
-    return lex_string_long(c, s, len, esc);
+    return lex_string_long(c, q, s, len, esc);
 }
 
-/* Validates a JSON number at the cursor; *is_int when it has no fraction or exponent. */
-static int lex_number(Cur *c, const unsigned char **start, int *is_int) {
-    const unsigned char *p = c->p, *end = c->end;
-    *start = p; *is_int = 1;
+/* ---------- numbers ---------- */
+
+/* Digit runs go byte by byte: Kineto's numbers are short, and a loop whose exit the CPU
+ * predicts lets it run ahead to the next token, where counting the digits of a word at
+ * once (tried) puts the count on the path to the next token's address and was slower. */
+
+/* The run of ASCII digits from p on (before end): its length in *n, and its value, exact
+ * when *n <= 19 (callers reject longer runs). */
+static inline uint64_t digits_at(const unsigned char *p, const unsigned char *end, Py_ssize_t *n) {
+    const unsigned char *q = p;
+    uint64_t v = 0;
+    for (; q < end && (unsigned)(*q - '0') < 10; q++) v = v * 10 + (unsigned)(*q - '0');
+    *n = q - p;
+    return v;
+}
+
+static inline Py_ssize_t digit_run(const unsigned char *p, const unsigned char *end) {
+    const unsigned char *q = p;
+    while (q < end && (unsigned)(*q - '0') < 10) q++;
+    return q - p;
+}
+
+static const uint64_t POW10_INT[] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+                                     100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL,
+                                     1000000000000ULL, 10000000000000ULL, 100000000000000ULL,
+                                     1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
+                                     1000000000000000000ULL, 10000000000000000000ULL};
+
+/* The end of the JSON number at p, its grammar checked; *is_int when it has no fraction or
+ * exponent. Where the grammar fails, *bad is set and the result is where. */
+static ALWAYS_INLINE const unsigned char *number_end(const unsigned char *p, const unsigned char *end, int *is_int, int *bad) {
+    Py_ssize_t n;
+    *is_int = 1; *bad = 1;
     if (p < end && *p == '-') p++;
-    if (p >= end) { c->p = p; DECLINE(c, "bad number"); }
+    if (p >= end) return p;
     if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') { while (p < end && *p >= '0' && *p <= '9') p++; }
-    else { c->p = p; DECLINE(c, "bad number"); }
+    else if (*p >= '1' && *p <= '9') p += digit_run(p, end);
+    else return p;
     if (p < end && *p == '.') {
         *is_int = 0; p++;
-        if (p >= end || *p < '0' || *p > '9') { c->p = p; DECLINE(c, "bad number"); }
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (!(n = digit_run(p, end))) return p;
+        p += n;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         *is_int = 0; p++;
         if (p < end && (*p == '+' || *p == '-')) p++;
-        if (p >= end || *p < '0' || *p > '9') { c->p = p; DECLINE(c, "bad number"); }
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (!(n = digit_run(p, end))) return p;
+        p += n;
     }
-    c->p = p;
+    *bad = 0;
+    return p;
+}
+
+/* Validates a JSON number at the cursor; *is_int when it has no fraction or exponent. */
+static int lex_number(Cur *c, const unsigned char **start, int *is_int) {
+    int bad;
+    *start = c->p;
+    c->p = number_end(c->p, c->end, is_int, &bad);
+    if (bad) DECLINE(c, "bad number");
     return 0;
 }
 
@@ -354,22 +619,27 @@ static int skip_value(Cur *c, int depth) {
 
 /* ---------- typed readers ---------- */
 
-/* The common id in one pass: an integer of at most 18 digits (so within int64), no leading
- * zero, followed by a byte that cannot continue a number. 1 when read (cursor after it);
- * 0 leaves the cursor for the validating path (lex_number + int_value), which decides the
- * rest (longer integers, floats, bad grammar) as before. */
-static inline int quick_int(Cur *c, int64_t *out) {
-    const unsigned char *p = c->p, *end = c->end;
+/* The common id at p: an integer of at most 18 digits (so within int64), no leading zero,
+ * followed by a byte that cannot continue a number. The end of its text, or NULL for the
+ * validating path (lex_number + int_value), which decides the rest (longer integers, floats,
+ * bad grammar). */
+static inline const unsigned char *int_at(const unsigned char *p, const unsigned char *end, int64_t *out) {
     int neg = (p < end && *p == '-');
     p += neg;
-    const unsigned char *d = p;
-    uint64_t v = 0;
-    while (p < end && p - d < 19 && (unsigned)(*p - '0') < 10) v = v * 10 + (unsigned)(*p++ - '0');
-    Py_ssize_t nd = p - d;
-    if (nd == 0 || nd > 18 || (nd > 1 && *d == '0') || p >= end) return 0;
-    if (*p == '.' || *p == 'e' || *p == 'E' || (unsigned)(*p - '0') < 10) return 0;
+    Py_ssize_t nd;
+    uint64_t v = digits_at(p, end, &nd);
+    if (nd == 0 || nd > 18 || (nd > 1 && *p == '0') || p + nd >= end) return NULL;
+    unsigned char next = p[nd];
+    if (next == '.' || next == 'e' || next == 'E') return NULL;
     *out = neg ? -(int64_t)v : (int64_t)v;
-    c->p = p;
+    return p + nd;
+}
+
+/* int_at at the cursor: 1 when read (cursor after it), 0 leaves the cursor. */
+static inline int quick_int(Cur *c, int64_t *out) {
+    const unsigned char *q = int_at(c->p, c->end, out);
+    if (!q) return 0;
+    c->p = q;
     return 1;
 }
 
@@ -414,37 +684,38 @@ static int fast_float(const unsigned char *s, const unsigned char *e, double *ou
     return 1;
 }
 
-/* The common ts / dur in one pass: digits, an optional fraction, no exponent, at most 16
- * significant digits and a power of ten within 10^-22: fast_float's case, read while it is
- * lexed (the grammar checked as lex_number checks it). 1 when read; 0 leaves the cursor for
- * the validating path. */
-static inline int quick_float(Cur *c, double *out) {
-    const unsigned char *p = c->p, *end = c->end;
-    int neg = (p < end && *p == '-'), digits = 0, exp10 = 0;
+/* The common ts / dur at p: digits, an optional fraction, no exponent, the digits forming
+ * an integer m <= 2^53 (so at most 16 significant digits, as 10^16 > 2^53): fast_float's case
+ * and value, read while it is lexed (the grammar checked as lex_number checks it). The end
+ * of its text, or NULL for the validating path (which gives the same value where this path
+ * declines a case, such as a text of more than 19 digits with leading zeros). */
+static inline const unsigned char *float_at(const unsigned char *p, const unsigned char *end, double *out) {
+    int neg = (p < end && *p == '-');
     p += neg;
-    if (p >= end || (unsigned)(*p - '0') >= 10 || (*p == '0' && p + 1 < end && (unsigned)(p[1] - '0') < 10)) return 0;
-    uint64_t m = 0;
-    for (; p < end && (unsigned)(*p - '0') < 10; p++) {
-        if (m || *p != '0') digits++;
-        m = m * 10 + (unsigned)(*p - '0');
-        if (digits > 16) return 0;
-    }
-    int fraction = (p < end && *p == '.');
+    Py_ssize_t n_int, n_frac = 0;
+    uint64_t m = digits_at(p, end, &n_int), frac = 0;
+    if (n_int == 0 || (n_int > 1 && *p == '0')) return NULL;
+    const unsigned char *dot = p + n_int;
+    int fraction = (dot < end && *dot == '.');
     if (fraction) {
-        p++;
-        if (p >= end || (unsigned)(*p - '0') >= 10) return 0;
-        for (; p < end && (unsigned)(*p - '0') < 10; p++) {
-            if (m || *p != '0') digits++;
-            m = m * 10 + (unsigned)(*p - '0');
-            exp10--;
-            if (digits > 16) return 0;
-        }
+        frac = digits_at(dot + 1, end, &n_frac);
+        if (!n_frac) return NULL;
     }
-    if (p >= end || *p == 'e' || *p == 'E' || m > (1ULL << 53) || exp10 < -22) return 0;
-    double v = exp10 ? (double)m / POW10[-exp10] : (double)m;
+    const unsigned char *after = dot + fraction + n_frac;
+    if (after >= end || *after == 'e' || *after == 'E' || n_int + n_frac > 19) return NULL;
+    m = m * POW10_INT[n_frac] + frac;
+    if (m > (1ULL << 53)) return NULL;
+    double v = n_frac ? (double)m / POW10[n_frac] : (double)m;
     /* "-0" is the integer 0, read as msgspec reads an integer in a float field: +0.0 */
     *out = neg && (m || fraction) ? -v : v;
-    c->p = p;
+    return after;
+}
+
+/* float_at at the cursor: 1 when read (cursor after it), 0 leaves the cursor. */
+static inline int quick_float(Cur *c, double *out) {
+    const unsigned char *q = float_at(c->p, c->end, out);
+    if (!q) return 0;
+    c->p = q;
     return 1;
 }
 
@@ -480,11 +751,6 @@ static int next_member(Cur *c) {
     if (*c->p == '}') { c->p++; return 0; }
     DECLINE(c, "expected ',' or '}'");
 }
-
-static inline int key_is(const unsigned char *s, Py_ssize_t n, const char *lit, Py_ssize_t ln) {
-    return n == ln && memcmp(s, lit, (size_t)ln) == 0;
-}
-#define KEY(lit) key_is(k, kn, lit, (Py_ssize_t)sizeof(lit) - 1)
 
 /* Fills the string loop's byte classes; called once at module init. */
 static void json_scan_init(void) {

@@ -4,7 +4,10 @@
  * building msgspec Structs and then reading them back field by field into numpy arrays.
  * This scanner reads the same fields straight from the bytes into one packed row per
  * complete ("X") event, with no Python object per event (~0.93 s per GB on one core, ~1.1 s
- * with the numpy assembly that follows; benchmarks/README.md item 24).
+ * with the numpy assembly that follows; benchmarks/README.md item 24). Events of the common
+ * shapes take a one-pass reader over the chunk's bytes classified 64 at a time (fast_event:
+ * ~0.5 s per GB on one core where read_event alone takes ~0.7), the others the general
+ * reader (read_event).
  *
  * Contract (what keeps the two paths' tables identical): scan() either returns rows that
  * are exactly what the Python path would have produced, or a one-line reason string, and
@@ -22,13 +25,39 @@
  * kernel or copy). Anything else (escaped keys or names, duplicate keys the reader uses,
  * floats out of range, ...) is declined, never guessed.
  * tests/readers/test_kineto_native.py checks the two paths against each other on real
- * traces and on generated and mutated events. Rows, the side table and the value readers
- * are in values.h.
+ * traces and on generated and mutated events, and the scanner's own readers and byte-scan
+ * levels against each other. Rows, the side table and the value readers are in values.h.
  *
  * Floats go through PyOS_string_to_double (correctly rounded, locale-free, as msgspec's
  * parser is); integers written into float fields are converted from int64 as msgspec does.
  */
 #include "values.h"
+
+/* Codes of the args keys the reader uses: the ids (A_*), then these; also their bits in a
+ * `seen` mask (duplicates are declined). */
+enum { K_GRID = N_INTS, K_BLOCK, K_KIND, K_DIMS, K_TYPES };
+
+static inline int key_is(const unsigned char *s, const char *lit, size_t n) { return memcmp(s, lit, n) == 0; }
+
+/* Code of an args key (A_* or K_*), or -1 for a key the reader does not use. */
+static inline int args_key(const unsigned char *k, Py_ssize_t n) {
+    switch (n) {
+    case 4:
+        return key_is(k, "size", 4) ? A_SIZE : key_is(k, "rank", 4) ? A_RANK : key_is(k, "grid", 4) ? K_GRID
+             : key_is(k, "kind", 4) ? K_KIND : -1;
+    case 5: return key_is(k, "bytes", 5) ? A_BYTES : key_is(k, "block", 5) ? K_BLOCK : -1;
+    case 6: return key_is(k, "device", 6) ? A_DEVICE : key_is(k, "stream", 6) ? A_STREAM : -1;
+    case 8: return key_is(k, "graph id", 8) ? A_GRAPH_ID : -1;
+    case 10:
+        return key_is(k, "fromDevice", 10) ? A_FROM_DEVICE : key_is(k, "Input Dims", 10) ? K_DIMS
+             : key_is(k, "Input type", 10) ? K_TYPES : -1;
+    case 11:
+        return key_is(k, "correlation", 11) ? A_CORRELATION : key_is(k, "External id", 11) ? A_EXTERNAL_ID
+             : key_is(k, "external id", 11) ? A_EXTERNAL_ID_LEGACY : -1;
+    case 13: return key_is(k, "graph node id", 13) ? A_GRAPH_NODE_ID : -1;
+    default: return -1;
+    }
+}
 
 /* Body of an X event's args object (cursor at '{'). */
 static int read_args(Cur *c, Row *r, Tables *t) {
@@ -42,35 +71,18 @@ static int read_args(Cur *c, Row *r, Tables *t) {
     for (;;) {
         const unsigned char *k; Py_ssize_t kn;
         if (read_key(c, &k, &kn) < 0) return -1;
-        int slot = -1, bit = -1;
-        if (KEY("device")) slot = A_DEVICE;
-        else if (KEY("fromDevice")) slot = A_FROM_DEVICE;
-        else if (KEY("stream")) slot = A_STREAM;
-        else if (KEY("correlation")) slot = A_CORRELATION;
-        else if (KEY("External id")) slot = A_EXTERNAL_ID;
-        else if (KEY("external id")) slot = A_EXTERNAL_ID_LEGACY;
-        else if (KEY("bytes")) slot = A_BYTES;
-        else if (KEY("size")) slot = A_SIZE;
-        else if (KEY("graph id")) slot = A_GRAPH_ID;
-        else if (KEY("graph node id")) slot = A_GRAPH_NODE_ID;
-        else if (KEY("rank")) slot = A_RANK;
-        else if (KEY("grid")) bit = N_INTS;
-        else if (KEY("block")) bit = N_INTS + 1;
-        else if (KEY("kind")) bit = N_INTS + 2;
-        else if (KEY("Input Dims")) bit = N_INTS + 3;
-        else if (KEY("Input type")) bit = N_INTS + 4;
-        if (slot >= 0) bit = slot;
-        if (bit >= 0) {
-            if (seen & (1u << bit)) DECLINE(c, "duplicate args key");
-            seen |= 1u << bit;
+        int code = args_key(k, kn);
+        if (code >= 0) {
+            if (seen & (1u << code)) DECLINE(c, "duplicate args key");
+            seen |= 1u << code;
         }
-        if (slot >= 0) {
-            if (read_id(c, t, slot, &r->ints[slot]) < 0) return -1;
-        } else if (bit == N_INTS) {
+        if (code >= 0 && code < N_INTS) {
+            if (read_id(c, t, code, &r->ints[code]) < 0) return -1;
+        } else if (code == K_GRID) {
             if (read_dims(c, t, O_GRID, r->grid) < 0) return -1;
-        } else if (bit == N_INTS + 1) {
+        } else if (code == K_BLOCK) {
             if (read_dims(c, t, O_BLOCK, r->block) < 0) return -1;
-        } else if (bit == N_INTS + 2) {
+        } else if (code == K_KIND) {
             unsigned char ch = c->p < c->end ? *c->p : 0;
             if (ch == '"') {
                 const unsigned char *s; Py_ssize_t n;
@@ -86,8 +98,8 @@ static int read_args(Cur *c, Row *r, Tables *t) {
             } else if (ch == '[' || ch == '{' || ch == 't' || ch == 'f') {
                 if (skip_odd(c, t, O_KIND) < 0) return -1;
             } else DECLINE(c, "args.kind of an unexpected type");
-        } else if (bit == N_INTS + 3 || bit == N_INTS + 4) {
-            if (note_raw(c, t, bit == N_INTS + 3 ? S_DIMS : S_TYPES) < 0) return -1;
+        } else if (code == K_DIMS || code == K_TYPES) {
+            if (note_raw(c, t, code == K_DIMS ? S_DIMS : S_TYPES) < 0) return -1;
         } else if (skip_value(c, 2) < 0) return -1;
         int more = next_member(c);
         if (more < 0) return -1;
@@ -95,8 +107,21 @@ static int read_args(Cur *c, Row *r, Tables *t) {
     }
 }
 
-enum { F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, N_FIELDS };
+/* Event fields the reader uses, also their bits in a `seen` mask; F_PH is "ph", which says
+ * whether the others matter. */
+enum { F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, N_FIELDS, F_PH };
 
+/* Code of an event key (F_*), or -1 for a key the reader does not use. */
+static inline int event_key(const unsigned char *k, Py_ssize_t n) {
+    switch (n) {
+    case 2: return key_is(k, "ph", 2) ? F_PH : key_is(k, "ts", 2) ? F_TS : -1;
+    case 3:
+        return key_is(k, "cat", 3) ? F_CAT : key_is(k, "pid", 3) ? F_PID : key_is(k, "tid", 3) ? F_TID
+             : key_is(k, "dur", 3) ? F_DUR : -1;
+    case 4: return key_is(k, "name", 4) ? F_NAME : key_is(k, "args", 4) ? F_ARGS : -1;
+    default: return -1;
+    }
+}
 
 /* The value of event field `f` at the cursor, for an X event. */
 static int read_field(Cur *c, int f, Row *r, Tables *t) {
@@ -123,6 +148,7 @@ static int read_field(Cur *c, int f, Row *r, Tables *t) {
 
 /* Chrome-trace phases the Python reader decodes (kineto_columns._OTHER_PHASES plus "X"). */
 static const char PHASES[] = "BEiIbneCstfPONDMVvRc()STpFX";
+static unsigned char IS_PHASE[256];  /* 1 for the bytes of PHASES; filled at module init */
 
 static void row_defaults(Row *r) {
     r->cat = -1; r->name = -1; r->pid = -1; r->tid = -1; r->ts = NAN; r->dur = NAN;
@@ -144,21 +170,14 @@ static int read_event(Cur *c, Row *r, Tables *t, int *is_x) {
     for (;;) {
         const unsigned char *k; Py_ssize_t kn;
         if (read_key(c, &k, &kn) < 0) return -1;
-        int f = -1;
-        if (KEY("ph")) {
+        int f = event_key(k, kn);
+        if (f == F_PH) {
             const unsigned char *s; Py_ssize_t n;
             if (ph) DECLINE(c, "duplicate ph");
             if (read_plain_string(c, &s, &n) < 0) return -1;
-            if (n != 1 || !memchr(PHASES, s[0], sizeof PHASES - 1)) DECLINE(c, "unknown ph");
+            if (n != 1 || !IS_PHASE[s[0]]) DECLINE(c, "unknown ph");
             ph = s[0];
-        } else if (KEY("cat")) f = F_CAT;
-        else if (KEY("name")) f = F_NAME;
-        else if (KEY("pid")) f = F_PID;
-        else if (KEY("tid")) f = F_TID;
-        else if (KEY("ts")) f = F_TS;
-        else if (KEY("dur")) f = F_DUR;
-        else if (KEY("args")) f = F_ARGS;
-        if (f >= 0) {
+        } else if (f >= 0) {
             if (seen & (1u << f)) {  /* matters only for X events; others ignore these keys */
                 if (ph == 'X') DECLINE(c, "duplicate key");
                 if (!ph) seen |= 1u << N_FIELDS;  /* decided when ph is known */
@@ -171,7 +190,7 @@ static int read_event(Cur *c, Row *r, Tables *t, int *is_x) {
                 if (!ph) deferred[f] = c->p;  /* read again once ph says X */
                 if (skip_value(c, 1) < 0) return -1;
             }
-        } else if (!KEY("ph") && skip_value(c, 1) < 0) return -1;
+        } else if (skip_value(c, 1) < 0) return -1;
         int more = next_member(c);
         if (more < 0) return -1;
         if (!more) break;
@@ -192,6 +211,296 @@ static int read_event(Cur *c, Row *r, Tables *t, int *is_x) {
     return 0;
 }
 
+/* ---------- the common event, in one pass ---------- */
+
+/* Why: read_event takes any event, one token per call of the lexer, with the cursor going
+ * through memory between calls; on Kineto's common events (a kernel has 20 members and 18
+ * numbers) that per-token cost was most of the scan. fast_event reads the common shapes in
+ * one inlined pass over the chunk's blocks (json_scan.h: the classes of 64 bytes at a time,
+ * held in registers), recognising Kineto's ": " and ", " by their bytes, and leaves anything
+ * else to read_event, which reads the event again from its '{'.
+ *
+ * The rows are the same by construction: fast_event takes only what read_event reads into
+ * the same row, side-table entries and odd counts: keys and strings plain (printable ASCII,
+ * no escapes); ids that int_at reads and times that float_at reads (so no side entry and no
+ * odd count); args of such ids, [x, y, z] dims, a plain kind and record_shapes' raw "Input
+ * Dims" / "Input type" texts (their side entries, in read_args' order); values the reader
+ * does not use that are numbers, plain strings, or arrays and objects of them; "ph" before
+ * the fields whose meaning it decides. It changes the tables (interned category and name,
+ * side entries) only once the whole event is read. A change to what read_event accepts, or
+ * to how it fills a row, must be made here too (tests/readers/test_kineto_native.py runs
+ * both readers on the same inputs).
+ *
+ * Bounds: it tests its position against the blocks' lim after every key and value, and in
+ * between moves by a few bytes and reads a few bytes on: all inside the chunk, as lim is
+ * BLOCK_SLACK bytes before its end. The chunk's last event or so is left to read_event. */
+enum { FAST_LEFT = 1 };  /* fast_event's answer for an event it leaves to read_event */
+
+static int fast_on = 1;          /* off: read_event reads every event (for tests) */
+static Py_ssize_t fast_read = 0;  /* events fast_event read in the last scan (for tests) */
+
+#if defined(__x86_64__)
+/* Four bytes as one word in memory order, to test a few bytes with one load and compare. */
+typedef union { unsigned char b[4]; uint32_t w; } Word;
+static const Word COLON_SPACE = {{':', ' ', 0, 0}}, COMMA_SPACE_QUOTE = {{',', ' ', '"', 0}},
+                  FIRST2 = {{0xFF, 0xFF, 0, 0}}, FIRST3 = {{0xFF, 0xFF, 0xFF, 0}};
+
+/* Whether the bytes at p start with those of `lit` (the bytes that `first` keeps). */
+static ALWAYS_INLINE int bytes_are(const unsigned char *p, const Word *lit, const Word *first) {
+    uint32_t have;
+    memcpy(&have, p, 4);
+    return (have & first->w) == lit->w;
+}
+
+/* After a key's closing quote: the start of its value, past ':' and whitespace (Kineto
+ * writes ": "); NULL without the ':'. */
+static ALWAYS_INLINE const unsigned char *fast_colon(Blocks *b, const unsigned char *p) {
+    if (bytes_are(p, &COLON_SPACE, &FIRST2) && p[2] > ' ') return p + 2;
+    if (*p != ':' && (!(p = solid_at(b, p)) || *p != ':')) return NULL;
+    return solid_at(b, p + 1);
+}
+
+/* At a key's opening quote: its text (*k, *kn) and the start of its value; NULL unless the
+ * key is plain. */
+static ALWAYS_INLINE const unsigned char *fast_key(Blocks *b, const unsigned char *p,
+                                                   const unsigned char **k, Py_ssize_t *kn) {
+    const unsigned char *q = plain_end(b, p + 1);
+    if (!q) return NULL;
+    *k = p + 1; *kn = q - (p + 1);
+    return fast_colon(b, q + 1);
+}
+
+/* After a member's value: the next key's opening quote (*more = 1; Kineto writes ", ") or
+ * just past the object's '}' (*more = 0); NULL for anything else. */
+static ALWAYS_INLINE const unsigned char *fast_next(Blocks *b, const unsigned char *p, int *more) {
+    if (p >= b->lim) return NULL;
+    *more = 1;
+    if (bytes_are(p, &COMMA_SPACE_QUOTE, &FIRST3)) return p + 2;
+    if (!(p = solid_at(b, p))) return NULL;
+    if (*p == '}') { *more = 0; return p + 1; }
+    if (*p != ',' || !(p = solid_at(b, p + 1)) || *p != '"') return NULL;
+    return p;
+}
+
+/* At a plain string's opening quote: its text (*s, *n) and the end; NULL for anything else. */
+static ALWAYS_INLINE const unsigned char *fast_string(Blocks *b, const unsigned char *p,
+                                                      const unsigned char **s, Py_ssize_t *n) {
+    const unsigned char *q;
+    if (*p != '"' || !(q = plain_end(b, p + 1))) return NULL;
+    *s = p + 1; *n = q - (p + 1);
+    return q + 1;
+}
+
+/* Past a number or a plain string the reader does not use; NULL for anything else. */
+static ALWAYS_INLINE const unsigned char *fast_scalar(Blocks *b, const unsigned char *p) {
+    const unsigned char *s; Py_ssize_t n; int is_int, bad;
+    if (*p == '"') return fast_string(b, p, &s, &n);
+    p = number_end(p, b->lim, &is_int, &bad);
+    return bad ? NULL : p;
+}
+
+/* Where fast_skip_nested stops, and the blocks as it leaves them. */
+typedef struct {
+    const unsigned char *p;
+    Blocks b;
+} Skipped;
+
+/* fast_skip of an array or object: numbers and plain strings in arrays and objects nested up
+ * to FAST_DEPTH deep (record_shapes' "Input Strides": [[2048, 1], []], say). One loop over
+ * the tokens with the open containers as bits (1: object); out of line, as these values are
+ * rare in most events, with the blocks passed by value so that fast_event's stay in its
+ * registers. */
+#define FAST_DEPTH 16
+
+static __attribute__((noinline)) Skipped fast_skip_nested(Blocks blocks, const unsigned char *p) {
+    Blocks *b = &blocks;
+    const unsigned char *k; Py_ssize_t kn;
+    uint32_t objects = 0;
+    int depth = 0;
+    Skipped out = {NULL, blocks};
+    for (;;) {
+        /* at a value */
+        if (*p == '[' || *p == '{') {
+            int object = *p == '{';
+            if (depth == FAST_DEPTH || !(p = solid_at(b, p + 1))) return out;
+            if (*p == (object ? '}' : ']')) {
+                p++;
+            } else {
+                objects = objects << 1 | (uint32_t)object;
+                depth++;
+                if (object && (*p != '"' || !(p = fast_key(b, p, &k, &kn)))) return out;
+                continue;
+            }
+        } else if (!(p = fast_scalar(b, p))) {
+            return out;
+        }
+        /* after a value: the next one in its container, or past the containers it closes */
+        for (;;) {
+            if (!depth) {
+                out.p = p;
+                out.b = blocks;
+                return out;
+            }
+            int object = objects & 1;
+            if (p >= b->lim || !(p = solid_at(b, p))) return out;
+            if (*p == ',') break;
+            if (*p != (object ? '}' : ']')) return out;
+            p++;
+            objects >>= 1;
+            depth--;
+        }
+        if (!(p = solid_at(b, p + 1)) || ((objects & 1) && (*p != '"' || !(p = fast_key(b, p, &k, &kn)))))
+            return out;
+    }
+}
+
+/* Past a value the reader does not use: a number, a plain string, or arrays and objects of
+ * those (read_event's skip_value accepts all of them); NULL for anything else. */
+static ALWAYS_INLINE const unsigned char *fast_skip(Blocks *b, const unsigned char *p) {
+    if (*p != '[' && *p != '{') return fast_scalar(b, p);
+    Skipped s = fast_skip_nested(*b, p);
+    if (s.p) *b = s.b;
+    return s.p;
+}
+
+/* [x, y, z], three ids that int_at reads, into dims; NULL for any other value (read_dims
+ * reads those). */
+static ALWAYS_INLINE const unsigned char *fast_dims(Blocks *b, const unsigned char *p, int64_t dims[3]) {
+    int64_t v[3];
+    if (*p != '[') return NULL;
+    for (int i = 0; i < 3; i++) {
+        if (!(p = solid_at(b, p + 1)) || !(p = int_at(p, b->lim, &v[i])) || !(p = solid_at(b, p)) ||
+            *p != (i < 2 ? ',' : ']'))
+            return NULL;
+    }
+    memcpy(dims, v, sizeof v);
+    return p + 1;
+}
+
+/* What fast_event writes to the tables once the whole event is read: the texts of the
+ * category and name, and (Raw, apart, so that these stay in registers) the raw args "Input
+ * Dims" / "Input type" of record_shapes traces, in the order read_args notes them in the
+ * side table. */
+typedef struct {
+    const unsigned char *cat, *name;
+    Py_ssize_t cat_n, name_n;
+} Pending;
+
+typedef struct {
+    int n;
+    struct { int field; const unsigned char *start, *end; } text[2];  /* one of each: duplicates are left */
+} Raw;
+
+/* fast_skip of a record_shapes text, noted in raw; out of line, as fast_skip_nested. */
+static __attribute__((noinline)) Skipped fast_raw(Blocks blocks, const unsigned char *p, Raw *raw, int field) {
+    Skipped s = fast_skip_nested(blocks, p);
+    if (s.p) {
+        raw->text[raw->n].field = field;
+        raw->text[raw->n].start = p;
+        raw->text[raw->n++].end = s.p;
+    }
+    return s;
+}
+
+/* An X event's args object (as read_args reads it): ids, grid and block, a plain kind, the
+ * raw record_shapes texts, and values it does not use; NULL for anything else (duplicates,
+ * other shapes). */
+static ALWAYS_INLINE const unsigned char *fast_args(Blocks *b, const unsigned char *p, Row *r, Raw *raw) {
+    const unsigned char *k, *s; Py_ssize_t kn, n;
+    uint32_t seen = 0;
+    int more;
+    if (*p != '{' || !(p = solid_at(b, p + 1))) return NULL;
+    if (*p == '}') return p + 1;
+    if (*p != '"') return NULL;
+    do {
+        if (!(p = fast_key(b, p, &k, &kn))) return NULL;
+        int code = args_key(k, kn);
+        if (code >= 0) {
+            if (seen & (1u << code)) return NULL;
+            seen |= 1u << code;
+        }
+        if (code >= 0 && code < N_INTS) p = int_at(p, b->lim, &r->ints[code]);
+        else if (code == K_GRID) p = fast_dims(b, p, r->grid);
+        else if (code == K_BLOCK) p = fast_dims(b, p, r->block);
+        else if (code == K_KIND) {
+            if ((p = fast_string(b, p, &s, &n))) { r->kind_off = s - b->base; r->kind_len = n; }
+        } else if (code >= 0) {
+            Skipped sk = fast_raw(*b, p, raw, code == K_DIMS ? S_DIMS : S_TYPES);
+            if ((p = sk.p)) *b = sk.b;
+        } else p = fast_skip(b, p);
+        if (!p || !(p = fast_next(b, p, &more))) return NULL;
+    } while (more);
+    return p;
+}
+
+/* The event at p (its '{'), into r and, for an X event, e and raw; the end of the event, or
+ * NULL to leave it to read_event. */
+static ALWAYS_INLINE const unsigned char *fast_members(Blocks *b, const unsigned char *p, Row *r, int *ph,
+                                                       Pending *e, Raw *raw) {
+    const unsigned char *k, *s; Py_ssize_t kn, n;
+    uint32_t seen = 0;
+    int more, early = 0;  /* early: a field came before "ph" */
+    if (!(p = solid_at(b, p + 1)) || *p != '"') return NULL;  /* "{}": read_event declines it */
+    do {
+        if (!(p = fast_key(b, p, &k, &kn))) return NULL;
+        int f = event_key(k, kn);
+        if (f == F_PH) {
+            if (*ph || !(p = fast_string(b, p, &s, &n)) || n != 1 || !IS_PHASE[s[0]]) return NULL;
+            *ph = s[0];
+        } else if (f >= 0 && *ph == 'X') {
+            if (seen & (1u << f)) return NULL;
+            seen |= 1u << f;
+            switch (f) {
+            case F_CAT: p = fast_string(b, p, &e->cat, &e->cat_n); break;
+            case F_NAME: p = fast_string(b, p, &e->name, &e->name_n); break;
+            case F_PID: p = int_at(p, b->lim, &r->pid); break;
+            case F_TID: p = int_at(p, b->lim, &r->tid); break;
+            case F_TS: p = float_at(p, b->lim, &r->ts); break;
+            case F_DUR: p = float_at(p, b->lim, &r->dur); break;
+            default: p = fast_args(b, p, r, raw);
+            }
+        } else {
+            early |= (f >= 0 && !*ph);
+            p = fast_skip(b, p);
+        }
+        if (!p || !(p = fast_next(b, p, &more))) return NULL;
+    } while (more);
+    /* read_event reads the fields that came before "ph" once it says X (metadata events,
+     * which put "name" first, ignore them as read_event does) */
+    return early && *ph == 'X' ? NULL : p;
+}
+
+/* One event object (cursor at '{'), as read_event reads it, when it has the common shapes:
+ * 0 (read, cursor after it; *is_x as read_event sets it), FAST_LEFT (cursor and tables
+ * unchanged), or as read_event, -1 (declined: the side table could not grow) or -2 (Python
+ * error set). */
+static int fast_event(Cur *c, Blocks *blocks, Row *r, Tables *t, int *is_x) {
+    if (c->p >= blocks->lim) return FAST_LEFT;
+    Blocks b = *blocks;  /* in registers while the event is read */
+    Pending e = {.cat = NULL};
+    Raw raw;
+    int ph = 0;
+    raw.n = 0;
+    row_defaults(r);
+    const unsigned char *p = fast_members(&b, c->p, r, &ph, &e, &raw);
+    *blocks = b;
+    if (!p || !ph || (ph == 'X' && !e.name)) return FAST_LEFT;
+    *is_x = (ph == 'X');
+    if (*is_x) {
+        if ((e.cat && (r->cat = intern(&t->cats, e.cat, e.cat_n)) < 0) || (r->name = intern(&t->names, e.name, e.name_n)) < 0) {
+            PyErr_NoMemory();
+            return -2;
+        }
+        for (int i = 0; i < raw.n; i++) {
+            c->p = raw.text[i].end;
+            if (note_side(c, t, raw.text[i].field, raw.text[i].start) < 0) return -1;
+        }
+    }
+    c->p = p;
+    return 0;
+}
+#endif
+
 /* ---------- the module function ---------- */
 
 typedef struct { Row *rows; Py_ssize_t n, cap; } Rows;
@@ -206,6 +515,11 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
     PyObject *result = NULL;
     if (interner_init(&t.cats) < 0 || interner_init(&t.names) < 0) { PyErr_NoMemory(); goto done; }
     int rc = 0;
+    fast_read = 0;
+#if defined(__x86_64__)
+    Blocks blocks = {NULL, NULL, NULL, 0, 0};
+    int fast = fast_on && simd_level && blocks_init(&blocks, c.base, view.len);
+#endif
     /* The GIL stays held: PyOS_string_to_double and PyMem need it, and the readers run
      * chunks in separate processes, not threads. */
     skip_ws(&c);
@@ -225,7 +539,11 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
             }
             int is_x = 0;
             t.row = rows.n;
-            rc = read_event(&c, &rows.rows[rows.n], &t, &is_x);
+            rc = FAST_LEFT;
+#if defined(__x86_64__)
+            if (fast && (rc = fast_event(&c, &blocks, &rows.rows[rows.n], &t, &is_x)) == 0) fast_read++;
+#endif
+            if (rc == FAST_LEFT) rc = read_event(&c, &rows.rows[rows.n], &t, &is_x);
             if (rc) break;
             if (is_x) rows.n++;
             skip_ws(&c);
@@ -264,9 +582,40 @@ static PyObject *row_size(PyObject *self, PyObject *unused) {
     return Py_BuildValue("(nnn)", (Py_ssize_t)sizeof(Row), (Py_ssize_t)sizeof(Side), (Py_ssize_t)N_ODD);
 }
 
+static const char *const SIMD_NAMES[] = {"scalar", "sse2", "avx2"};
+
+/* Which byte scans and event reader the next scans use, for tests that compare them. */
+static PyObject *simd(PyObject *self, PyObject *args) {
+    const char *name = NULL;
+    if (!PyArg_ParseTuple(args, "|s", &name)) return NULL;
+    if (name) {
+        int level = -1;
+        for (int i = 0; i < (int)(sizeof SIMD_NAMES / sizeof *SIMD_NAMES); i++)
+            if (strcmp(name, SIMD_NAMES[i]) == 0) level = i;
+        if (level < 0 || simd_use(level) < 0) return PyErr_Format(PyExc_ValueError, "no %s scans on this CPU", name);
+    }
+    return PyUnicode_FromString(SIMD_NAMES[simd_level]);
+}
+
+static PyObject *fast_events(PyObject *self, PyObject *args) {
+    int on = -1;
+    if (!PyArg_ParseTuple(args, "|p", &on)) return NULL;
+    if (on >= 0) fast_on = on;
+    return PyBool_FromLong(fast_on);
+}
+
+static PyObject *fast_count(PyObject *self, PyObject *unused) { return PyLong_FromSsize_t(fast_read); }
+
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_O,
      "scan(buffer) -> (n, rows: bytearray, side: bytes, cats: list[str], names: list[str], odd: bytes) | reason: str"},
+    {"simd", simd, METH_VARARGS,
+     "simd([level]) -> str: the byte scans in use ('scalar', 'sse2', 'avx2'; the best the CPU has by default); "
+     "with a level, use it from the next scan on (ValueError where the CPU lacks it). For tests."},
+    {"fast_events", fast_events, METH_VARARGS,
+     "fast_events([on]) -> bool: whether common events take the one-pass reader (scalar scans never do); "
+     "with a bool, set it. For tests."},
+    {"fast_count", fast_count, METH_NOARGS, "fast_count() -> int: events the one-pass reader read in the last scan. For tests."},
     {"row_size", row_size, METH_NOARGS, "Sizes of a row and a side entry in bytes, and the number of odd-value counters (checked against kineto_native.py)."},
     {NULL, NULL, 0, NULL},
 };
@@ -276,5 +625,7 @@ static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "scanner",
 
 PyMODINIT_FUNC PyInit_scanner(void) {
     json_scan_init();
+    for (const char *ph = PHASES; *ph; ph++) IS_PHASE[(unsigned char)*ph] = 1;
+    simd_use(simd_best());
     return PyModule_Create(&MODULE);
 }
