@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +131,15 @@ def test_a_header_larger_than_a_slot_leaves_the_slots_to_the_pieces(tmp_path, mo
     _same(serial, parallel)
     # every complete event is a row (flow events link rows, they are not rows)
     assert len(parallel[0].events) == sum(e["ph"] == "X" for e in events) > 5000 and parallel[0].meta.ranks == [1]
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="Linux's scheduling policies only")
+def test_decode_workers_run_as_batch_work(tmp_path, pool, monkeypatch):
+    # Batch work: the workers' wake-ups do not preempt the parent, which sets the read's pace.
+    # A read first, so that every worker has started and taken pieces.
+    monkeypatch.setattr(source, "BLOCK_SIZE", 16 << 10)
+    read_kineto(str(_tricky_trace(tmp_path / "t.pt.trace.json.gz", n=2000)), pool)
+    assert pool._procs and all(os.sched_getscheduler(p.pid) == os.SCHED_BATCH for p in pool._procs)
 
 
 def test_truncated_file_reads_the_same_prefix(tmp_path, pool, monkeypatch):
