@@ -175,15 +175,12 @@ def split_pieces(source: Any, state: StreamState, block_size: int = 8 << 20,
 
     ``source`` has ``readinto`` (a BlockStream) or is an iterable of byte blocks. Pieces are
     assembled in one reused buffer that the source inflates into (fresh multi-MB allocations
-    cost a page fault per 4 KiB on a VM: 0.5 s/GB measured), so each ``Piece.data`` is a view
-    valid until the next piece is asked for. ``next_buffer``: where the text after each cut
-    goes instead (a buffer of at least ``2 * block_size + 2`` bytes that the caller hands out,
-    e.g. the decode pool's shared slots: the source inflates straight into the memory the
-    piece is decoded from, and a piece stays valid until the caller reuses its buffer). Sets
-    ``state.header`` (and ``bare_list``) before the first piece and ``state.rest`` /
-    ``rest_offset`` (the text after the last cut, with the array's end) when exhausted. Raises
-    :class:`NotStreamable` when no top-level event array is found near the start.
-    """
+    cost a page fault per 4 KiB on a VM: 0.5 s/GB measured): each ``Piece.data`` is a view
+    valid until the next piece is asked for. With ``next_buffer`` (buffers of at least ``2 *
+    block_size + 2`` bytes the caller hands out, e.g. the decode pool's shared slots) the
+    text after each cut starts the next buffer: pieces are inflated where they are decoded.
+    Sets ``state.header`` (and ``bare_list``) first, ``state.rest`` / ``rest_offset`` (the text
+    after the last cut) at the end. Raises NotStreamable without an event array near the start."""
     readinto = source.readinto if hasattr(source, "readinto") else _IterReader(source).readinto
     work = next_buffer() if next_buffer is not None else _buffer(2 * block_size + 2)
     work[0] = 0x5B  # work[0] is a "[" so that a piece is one view: b"[" + events + b"]"
