@@ -139,3 +139,30 @@ def test_a_trace_of_more_than_32767_steps_keeps_every_step_id() -> None:
     step_of[np.arange(n)] = np.arange(n)
     first, last, count = step_extents(step_of, np.arange(n, dtype=np.int64) * 10, np.ones(n, dtype=np.int64), n)
     assert count.tolist() == [1] * n and first[-1] == (n - 1) * 10
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_nearest_kernels_of_the_copies_follow_their_definition(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A copy's next (previous) kernel is the first kernel after (last before) it in its own
+    # step, "" when the step has none there. The ops next to a copy are looked at first and a
+    # search among all kernels takes the rest: a small NEAR_OPS on some seeds sends most copies
+    # there, sparse kernels on others leave long runs of non-kernel ops.
+    rng = np.random.default_rng(900 + seed)
+    n = int(rng.integers(1, 3000))
+    is_kernel = rng.random(n) < (0.9 if seed % 3 else 0.02)
+    op_first = np.unique(np.concatenate(([0], rng.integers(0, n, int(rng.integers(0, 40))))))
+    at = np.sort(rng.choice(n, int(rng.integers(0, min(n, 200) + 1)), replace=False))
+    at_step = np.searchsorted(op_first, at, side="right") - 1
+    codes = rng.integers(-1, 5, n).astype(np.int16)  # -1: an op without a name
+    rows = rng.permutation(n)
+    categories = np.array(["k0", "k1", "k2", "k3", "k4"], dtype=object)
+    monkeypatch.setattr(step_ops, "NEAR_OPS", 64 if seed % 2 else int(rng.integers(1, 4)))
+    ends = np.append(op_first[1:], n)
+    for after in (True, False):
+        got = step_ops._kernel_names(is_kernel, op_first, at, at_step, (rows, codes, categories), after=after)
+        want = []
+        for a, k in zip(at.tolist(), at_step.tolist()):
+            span = range(a + 1, int(ends[k])) if after else range(a - 1, int(op_first[k]) - 1, -1)
+            hit = next((p for p in span if is_kernel[p]), None)
+            want.append("" if hit is None else categories[codes[rows[hit]]])
+        assert got.tolist() == want

@@ -86,7 +86,7 @@ def step_ops(events: Columns, steps: Steps, counted: np.ndarray, cus: int | None
     categories = events["name"].categories
     kind = events["kind"]
     kind_codes = kind.codes[rows]
-    kernels = np.flatnonzero(kind.flags(lambda k: k == "kernel")[kind_codes]).astype(rows.dtype)
+    is_kernel = kind.flags(lambda k: k == "kernel")[kind_codes]
     c_pos = np.flatnonzero(d2d_mask(events)[rows])
     c_rows = rows[c_pos]
     c_bytes, c_src = resolve_bytes_at(events, c_rows, cus)
@@ -108,12 +108,13 @@ def step_ops(events: Columns, steps: Steps, counted: np.ndarray, cus: int | None
         o_stream = events["stream"][rows]
         o_struct = kind.flags({"kernel", "memset"}.__contains__)[kind_codes]
         o_struct[c_pos] = False
+    del kind_codes
     return StepOps(
         categories=categories, step_ids=step_ids, op_first=op_first, n_ops=n_ops, mla_at=mla_at, kda_at=kda_at,
         c_pos=c_pos, c_step=step_ids[c_k], c_start=c_start, c_dur=c_dur, c_gap=c_gap, c_code=codes_all[c_rows],
         c_bytes=c_bytes, c_src=c_src,
-        c_next=_kernel_names(kernels, op_first, c_pos, c_k, names, after=True),
-        c_prev=_kernel_names(kernels, op_first, c_pos, c_k, names, after=False),
+        c_next=_kernel_names(is_kernel, op_first, c_pos, c_k, names, after=True),
+        c_prev=_kernel_names(is_kernel, op_first, c_pos, c_k, names, after=False),
         o_code=o_code, o_struct=o_struct, o_stream=o_stream, c_row=c_rows, o_row=rows,
     )
 
@@ -188,15 +189,46 @@ def _steps_out_of_time_order(start: np.ndarray, rows: np.ndarray, bounds: np.nda
     return sorted(found)
 
 
-def _kernel_names(kernels: np.ndarray, op_first: np.ndarray, at: np.ndarray, at_step: np.ndarray,
+NEAR_OPS = 64  # ops looked at on each side of a copy before its step's kernels are indexed
+
+
+def _kernel_names(is_kernel: np.ndarray, op_first: np.ndarray, at: np.ndarray, at_step: np.ndarray,
                   names: tuple[np.ndarray, np.ndarray, np.ndarray], *, after: bool) -> np.ndarray:
     """Name of the nearest kernel after (or before) each op position in ``at`` (whose steps,
-    as indexes into ``op_first``, are ``at_step``), in the same step. ``kernels``: op positions
-    of the kernels; ``names``: (rows, table name codes, categories)."""
+    as indexes into ``op_first``, are ``at_step``), in the same step ("" when the step has
+    none there). ``is_kernel``: per op; ``names``: (rows, table name codes, categories).
+
+    The neighbour is nearly always a few ops away, so the ops next to the copies are looked at
+    one offset at a time (NEAR_OPS at most); only copies still without a kernel then get a
+    search in the positions of every kernel, which on a 1 GB trace are 4 MB at the analysis'
+    memory peak when taken for all."""
     rows, codes_all, categories = names
     out = filled(len(at), "")
-    if not len(kernels) or not len(at):
+    if not len(at) or not len(categories):
         return out
+    ends = np.append(op_first[1:], len(is_kernel))
+    limit = ends[at_step] if after else op_first[at_step]  # the step's end (exclusive) or first op
+    found = np.full(len(at), -1, dtype=np.int64)
+    pending = np.arange(len(at))
+    step = 1 if after else -1
+    for d in range(1, NEAR_OPS + 1):
+        pos = at[pending].astype(np.int64) + step * d
+        inside = pos < limit[pending] if after else pos >= limit[pending]
+        hit = inside & is_kernel[np.clip(pos, 0, len(is_kernel) - 1)]
+        found[pending[hit]] = pos[hit]
+        pending = pending[inside & ~hit]
+        if not len(pending):
+            break
+    if len(pending):  # kernels far away: a search among the positions of every kernel
+        kernels = np.flatnonzero(is_kernel)
+        j = np.searchsorted(kernels, at[pending], side="right") if after else \
+            np.searchsorted(kernels, at[pending], side="left") - 1
+        k = kernels[np.clip(j, 0, max(len(kernels) - 1, 0))] if len(kernels) else j
+        ok = (j >= 0) & (j < len(kernels)) & ((k < limit[pending]) if after else (k >= limit[pending]))
+        found[pending[ok]] = k[ok]
+    hit = found >= 0
+    out[hit] = categories[codes_all[rows[found[hit]]]]
+    return out
     at_k = at.astype(kernels.dtype)  # same dtype: searchsorted would otherwise cast (copy) all of kernels
     j = np.searchsorted(kernels, at_k, side="right") if after else np.searchsorted(kernels, at_k, side="left") - 1
     inside = (j >= 0) & (j < len(kernels))
