@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from rich.console import Console
-from rich.table import Table
 
 from copyprof.analysis.ab.results import Comparison
 from copyprof.analysis.results import JSON_RUN_KEYS, PerStep, RunReport
@@ -25,6 +23,9 @@ from copyprof.render.compare_render import comparison_tables
 from copyprof.render.headline import report_headline
 from copyprof.render.report_tables import TableData, fmt_ms, run_tables, setup_fields, setup_lines
 from copyprof.render.tidy import tidy_rows
+
+if TYPE_CHECKING:  # rich is imported where a terminal is drawn: ~3 MB that JSON, CSV and markdown never need
+    from rich.console import Console
 
 
 @dataclass
@@ -121,6 +122,8 @@ def _rich_table(console: Console, t: TableData) -> None:
         for name, text in t.rows:
             console.print(f"  [bold]{_esc(str(name))}[/bold]: {_esc(str(text))}")
         return
+    from rich.table import Table
+
     table = Table(title=_esc(t.title), title_justify="left", show_edge=False)
     for i, c in enumerate(t.columns):
         left = _is_text(i, c)

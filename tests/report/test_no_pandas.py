@@ -8,8 +8,9 @@ those; pandas stays a dependency for library users (``trace.events``).
 
 Each case runs the real command in a fresh interpreter (this test process has pandas loaded)
 and reports, when the interpreter exits, whether pandas was ever imported. The same holds for
-hashlib's OpenSSL (3.3 MB resident) and sqlite3 (0.8 MB) in a report without the cache: only a
-cache key needs a hash, only a SQLite trace needs sqlite3.
+hashlib's OpenSSL (3.3 MB resident), sqlite3 (0.8 MB) and rich (~3 MB) in a JSON report
+without the cache into a pipe: only a cache key needs a hash, only a SQLite trace needs sqlite3,
+only a terminal (a progress display, a drawn table) needs rich.
 """
 from __future__ import annotations
 
@@ -26,14 +27,14 @@ from tests.conftest import REPO
 _RUN = """
     import atexit, runpy, sys
     atexit.register(lambda: sys.stderr.write("\\nimported: %s\\n" % " ".join(
-        m for m in ("pandas", "_hashlib", "sqlite3") if m in sys.modules)))
+        m for m in ("pandas", "_hashlib", "sqlite3", "rich") if m in sys.modules)))
     sys.argv = ["copyprof", *{argv!r}]
     runpy.run_module("copyprof", run_name="__main__")
 """
 
 
 def _imports(argv: list[str], env: dict[str, str] | None = None) -> tuple[str, set[str]]:
-    """The command's output, and which of pandas, _hashlib (OpenSSL) and sqlite3 it imported."""
+    """The command's output, and which of pandas, _hashlib (OpenSSL), sqlite3 and rich it imported."""
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_RUN.format(argv=argv))], capture_output=True,
                           text=True, cwd=REPO, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -78,7 +79,7 @@ def test_an_ab_report_never_imports_pandas() -> None:
     assert not imported
 
 
-def test_a_report_of_a_trace_file_without_the_cache_loads_neither_openssl_nor_sqlite(tmp_path) -> None:
+def test_a_json_report_of_a_trace_file_without_the_cache_loads_no_openssl_sqlite_or_rich(tmp_path) -> None:
     # A trace file alone, as the read-path benchmark reports it (a replica run directory also
     # has timings, whose statistics import scipy, and scipy imports hashlib).
     run = REPO / "traces" / "replica-kimi-k3-tp8-c16-cuda-graph-baseline-20261130T042336Z"
