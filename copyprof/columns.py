@@ -14,6 +14,7 @@ values have code -1.
 """
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
@@ -354,9 +355,7 @@ def group_rows(gid: np.ndarray, n_groups: int | None = None) -> list[np.ndarray]
 def commonest(values: Sequence[Any] | np.ndarray) -> Any:
     """The most frequent value; ties go to the one seen first (pandas ``value_counts`` order).
     None when ``values`` is empty."""
-    counts: dict[Any, int] = {}
-    for v in (values.tolist() if isinstance(values, np.ndarray) else values):
-        counts[v] = counts.get(v, 0) + 1
+    counts = Counter(values.tolist() if isinstance(values, np.ndarray) else values)
     if not counts:
         return None
     best = max(counts.values())
