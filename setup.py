@@ -11,7 +11,8 @@ setup(
         Extension(
             "copyprof.readers.kineto.low_level.scanner",
             sources=["copyprof/readers/kineto/low_level/scan.c"],
-            depends=["copyprof/readers/kineto/low_level/json_scan.h", "copyprof/readers/kineto/low_level/values.h"],
+            depends=[f"copyprof/readers/kineto/low_level/{h}.h"
+                     for h in ("json_scan", "interner", "byte_scan", "values", "fast_event")],
             extra_compile_args=["-O2"],
             optional=True,
         )
