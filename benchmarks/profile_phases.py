@@ -37,9 +37,9 @@ def _cpu() -> tuple[float, float]:
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    path, jobs = args[0], int(args[1]) if len(args) > 1 else 2
     model = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else None
+    args = [a for i, a in enumerate(sys.argv[1:], 1) if not a.startswith("--") and sys.argv[i - 1] != "--model"]
+    path, jobs = args[0], int(args[1]) if len(args) > 1 else 2
     phases: list[dict[str, object]] = []
     last = [T0, *_cpu()]
 
