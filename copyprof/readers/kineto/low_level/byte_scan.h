@@ -1,7 +1,7 @@
 /* Byte scans for the native Kineto scanner: where a run of whitespace ends, where a string
  * needs a look, and the classes of a chunk's bytes 64 at a time (the blocks scan.c's one-pass
  * reader reads), with SSE2 / AVX2 on x86-64 (AVX2 chosen at run time) and byte loops
- * elsewhere. Split from json_scan.h to keep each file readable; included by it only.
+ * elsewhere. A room of its own so that each file stays readable; included by json_scan.h only.
  */
 #ifndef COPYPROF_BYTE_SCAN_H
 #define COPYPROF_BYTE_SCAN_H

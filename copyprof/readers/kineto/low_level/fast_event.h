@@ -1,5 +1,5 @@
 /* The native Kineto scanner's one-pass reader of the common event shapes (fast_event).
- * Split from scan.c to keep each file readable; included by it only, after the general
+ * A room of its own so that each file stays readable; included by scan.c only, after the general
  * reader (read_event and its helpers), whose row defaults, field codes and rules it shares.
  */
 #ifndef COPYPROF_FAST_EVENT_H
@@ -10,7 +10,7 @@
 /* Why: read_event takes any event, one token per call of the lexer, with the cursor going
  * through memory between calls; on Kineto's common events (a kernel has 20 members and 18
  * numbers) that per-token cost was most of the scan. fast_event reads the common shapes in
- * one inlined pass over the chunk's blocks (json_scan.h: the classes of 64 bytes at a time,
+ * one inlined pass over the chunk's blocks (byte_scan.h: the classes of 64 bytes at a time,
  * held in registers), recognising Kineto's ": " and ", " by their bytes, and leaves anything
  * else to read_event, which reads the event again from its '{'.
  *

@@ -1,6 +1,6 @@
 /* Interning of short byte strings (event names, categories) for the native Kineto scanner:
  * each distinct string gets a code in order of first appearance, and the chunk's names come
- * back as one list. Split from json_scan.h to keep each file readable; included by it only.
+ * back as one list. A room of its own so that each file stays readable; included by json_scan.h only.
  */
 #ifndef COPYPROF_INTERNER_H
 #define COPYPROF_INTERNER_H
