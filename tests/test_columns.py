@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from copyprof.columns import Categorical, Columns, commonest, constant, group_ids, group_rows, median_of
+from copyprof.columns import Categorical, Columns, constant
+from copyprof.grouping import commonest, group_ids, group_rows, median_of
 from copyprof.events import EventTableBuilder
 
 _keys = st.lists(st.sampled_from(["b", "a", "c", "", "dd"]), min_size=1, max_size=60)

@@ -16,7 +16,8 @@ from copyprof.analysis.health.launch_overhead import StepBusy, launch_overhead
 from copyprof.analysis.results import BySource, Completeness, LaunchOverhead, PerStep, RankAgreement, Timeline, known
 from copyprof.analysis.sources.frames import copy_sources
 from copyprof.analysis.steps.segment import Steps, segment
-from copyprof.columns import Columns, float_values, group_ids, group_rows, median_of
+from copyprof.columns import Columns
+from copyprof.grouping import float_values, group_ids, group_rows, median_of
 from copyprof.events import Trace
 from copyprof.models import ModelLayout
 from copyprof.taxonomy.devices import device_cus

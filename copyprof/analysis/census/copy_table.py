@@ -14,7 +14,8 @@ from copyprof.analysis.census.graph_ops import graph_nodes
 from copyprof.analysis.census.role_evidence import Evidence
 from copyprof.analysis.sources.frames import NO_STACKS, CopySources
 from copyprof.analysis.steps.ops import StepOps
-from copyprof.columns import Categorical, Columns, constant, filled, group_ids, objects
+from copyprof.columns import Categorical, Columns, constant, filled, objects
+from copyprof.grouping import group_ids
 from copyprof.models import ModelLayout
 from copyprof.vocabulary import UNATTRIBUTED_SITE, EvidenceKind, Place
 

@@ -31,7 +31,8 @@ from copyprof.analysis.sources.frames import CopySources, copy_sources
 from copyprof.analysis.steps.gpu_time import gpu_time_per_step
 from copyprof.analysis.steps.ops import StepOps, step_ops
 from copyprof.analysis.steps.segment import Steps
-from copyprof.columns import Columns, descending_order, filled, objects
+from copyprof.columns import Columns, filled, objects
+from copyprof.grouping import descending_order
 from copyprof.models import PRESETS, ModelLayout
 from copyprof.taxonomy.copies import bytes_match
 from copyprof.vocabulary import UNATTRIBUTED_SITE

@@ -30,7 +30,8 @@ import numpy as np
 from copyprof.analysis.census.copy_sites import METADATA, MLP_OUTPUT, OTHER, PLACEMENT, POST, STAGING
 from copyprof.analysis.results import Candidate
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
-from copyprof.columns import Columns, commonest_text, first_seen_codes, group_ids, group_rows, known_floats
+from copyprof.columns import Columns
+from copyprof.grouping import commonest_text, first_seen_codes, group_ids, group_rows, known_floats
 from copyprof.vocabulary import CandidateForm, Role
 
 CHANGES = {

@@ -15,7 +15,8 @@ import numpy as np
 
 from copyprof.analysis.census.count import Census
 from copyprof.analysis.results import Estimate, GraphNodeMatch, Site, known
-from copyprof.columns import Columns, commonest_text, filled, first_seen_codes, group_ids, group_rows, known_floats
+from copyprof.columns import Columns, filled
+from copyprof.grouping import commonest_text, first_seen_codes, group_ids, group_rows, known_floats
 from copyprof.models.layout import kind_label
 from copyprof.vocabulary import Role, UNATTRIBUTED_SITE
 

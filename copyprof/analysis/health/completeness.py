@@ -36,7 +36,8 @@ import numpy as np
 from copyprof.analysis.health.graph_launches import GraphLaunches
 from copyprof.analysis.results import Completeness
 from copyprof.analysis.steps.segment import Steps
-from copyprof.columns import Columns, group_ids
+from copyprof.columns import Columns
+from copyprof.grouping import group_ids
 from copyprof.vocabulary import CompletenessStatus
 
 # A graph step with less than this share of an eager step's GPU ops (same run, same tokens) is

@@ -29,7 +29,8 @@ import numpy as np
 from copyprof.analysis.health.graph_launches import GraphLaunches
 from copyprof.analysis.results import LaunchOverhead, known
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
-from copyprof.columns import Columns, float_values, group_ids, median_of
+from copyprof.columns import Columns
+from copyprof.grouping import float_values, group_ids, median_of
 
 # Healthy graph replay leaves the GPU idle ~3 % of a step (ROCm/ATOM#432: 97 % occupancy; the two
 # MI300X roctracer samples here lose 2.9 % inside their hipGraphLaunch). A tenth of the step lost

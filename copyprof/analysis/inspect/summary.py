@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from copyprof.columns import Categorical, Columns, descending_order
+from copyprof.columns import Categorical, Columns
+from copyprof.grouping import descending_order
 from copyprof.events import BYTES_SOURCES, KINDS, Trace
 from copyprof.taxonomy.copies import copy_class, resolve_bytes_at
 from copyprof.taxonomy.devices import device_cus

@@ -15,7 +15,8 @@ from collections import Counter
 import numpy as np
 
 from copyprof.analysis.results import BySource, SourceEntry, SourceMatch
-from copyprof.columns import Columns, group_ids, group_rows, objects
+from copyprof.columns import Columns, objects
+from copyprof.grouping import group_ids, group_rows
 
 CARRIED = "carried from the eager capture"
 

@@ -1,0 +1,134 @@
+"""Groups and summaries over columns (copyprof/columns.py), with pandas' orders.
+
+Semantics kept from the pandas code these replaced, where results depend on them: groups come
+in order of first appearance (``group_ids``) or sorted by key (``sort=True``), the commonest
+value of a column breaks ties by first appearance (``commonest``), a descending sort breaks
+ties as ``sort_values(ascending=False)`` does, and medians skip None and NaN. Tested with pandas
+as the oracle (tests/test_columns.py).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from copyprof.columns import Categorical
+
+
+def group_ids(*keys: np.ndarray | Categorical, sort: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group id over the combined ``keys``, and each group's first row.
+
+    ``sort=False``: groups numbered in order of first appearance (pandas ``groupby(sort=False)``);
+    ``sort=True``: in order of the keys' values (pandas' default), the first key first."""
+    n = len(keys[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    inverse = [_key_codes(k, sort) for k in keys]
+    radices = [int(codes.max()) + 1 for codes in inverse]
+    if len(inverse) == 1:
+        combined = inverse[0].astype(np.int64)
+    elif float(np.prod(np.array(radices, dtype=float))) < 2.0 ** 62:
+        # One mixed-radix number per row (first key most significant): the same order as the
+        # keys' values, with one sort below instead of one per key.
+        combined = inverse[0].astype(np.int64)
+        for codes, radix in zip(inverse[1:], radices[1:]):
+            combined = combined * radix + codes
+    else:
+        combined = np.zeros(n, dtype=np.int64)
+        for codes, radix in zip(inverse, radices):  # renumbered after each key so it never overflows
+            combined = np.unique(combined * radix + codes, return_inverse=True)[1].ravel()
+    uniq, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    if sort:
+        return inv.astype(np.int64), first.astype(np.int64)
+    order = np.argsort(first, kind="stable")  # group ids by first appearance
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inv], first[order].astype(np.int64)
+
+
+def _key_codes(key: np.ndarray | Categorical, sort: bool) -> np.ndarray:
+    """Integer codes of a key column that order as its values do (int32: a key has fewer
+    distinct values than 2**31 rows; group_ids combines them in int64)."""
+    if isinstance(key, Categorical):
+        key = key.strings(None) if sort else key.codes
+    arr = np.asarray(key)
+    if arr.dtype == object:
+        if not sort:
+            return first_seen_codes(arr)[0].astype(np.int32)
+        values = arr.tolist()
+        index = {v: i for i, v in enumerate(sorted(set(values), key=_sort_key))}
+        return np.fromiter(map(index.__getitem__, values), dtype=np.int32, count=len(values))
+    return np.unique(arr, return_inverse=True)[1].ravel().astype(np.int32)
+
+
+def first_seen_codes(values: Sequence[Any] | np.ndarray,
+                     fn: Callable[[Any], Any] | None = None) -> tuple[np.ndarray, list[Any]]:
+    """Each row's code and each code's label: ``fn`` of the row's value (computed once per
+    distinct value) or the value itself, labels numbered in order of first appearance. One
+    dictionary lookup per row, in C: the copies' group keys are object columns of few values."""
+    items = values.tolist() if isinstance(values, np.ndarray) else list(values)
+    seen = dict.fromkeys(items)
+    mapped = {v: fn(v) for v in seen} if fn is not None else {v: v for v in seen}
+    labels = {m: i for i, m in enumerate(dict.fromkeys(mapped.values()))}
+    index = {v: labels[m] for v, m in mapped.items()}
+    return np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items)), list(labels)
+
+
+def _sort_key(v: Any) -> tuple[int, Any]:
+    return (1, "") if v is None else (0, v)
+
+
+def group_rows(gid: np.ndarray, n_groups: int | None = None) -> list[np.ndarray]:
+    """The row positions of each group (ascending within a group), group by group."""
+    n_groups = int(gid.max()) + 1 if n_groups is None and len(gid) else (n_groups or 0)
+    order = np.argsort(gid, kind="stable")
+    bounds = np.searchsorted(gid[order], np.arange(n_groups + 1))
+    return [order[bounds[g]:bounds[g + 1]] for g in range(n_groups)]
+
+
+def commonest(values: Sequence[Any] | np.ndarray) -> Any:
+    """The most frequent value; ties go to the one seen first (pandas ``value_counts`` order).
+    None when ``values`` is empty."""
+    counts = Counter(values.tolist() if isinstance(values, np.ndarray) else values)
+    if not counts:
+        return None
+    best = max(counts.values())
+    return next(v for v, c in counts.items() if c == best)
+
+
+def commonest_text(values: np.ndarray) -> str:
+    """The most frequent non-empty value as text ("" when there is none; None and NaN are
+    not values), ties to the one seen first: the shape or producer that names a group."""
+    best = commonest([v for v in values.tolist() if v and v == v])
+    return "" if best is None else str(best)
+
+
+def descending_order(values: np.ndarray) -> np.ndarray:
+    """The order pandas' ``sort_values(ascending=False)`` gives (no NaN): a quicksort of the
+    reversed values, reversed back, which is how it breaks ties."""
+    rev = np.arange(len(values))[::-1]
+    return rev[values[::-1].argsort(kind="quicksort")][::-1]
+
+
+def float_values(values: Any) -> np.ndarray:
+    """A column as float64, None as NaN (an object column of numbers and None, as the
+    per-step tables hold for figures a step may lack)."""
+    arr = np.asarray(values)
+    if arr.dtype == object:
+        return np.array([np.nan if v is None else float(v) for v in arr.tolist()], dtype=float)
+    return arr.astype(float)
+
+
+def known_floats(values: Any) -> np.ndarray:
+    """The values that are numbers, as float64 (None and NaN dropped)."""
+    arr = float_values(values)
+    return arr[~np.isnan(arr)]
+
+
+def median_of(values: Any) -> float | None:
+    """The median of the values that are numbers (None and NaN dropped); None when none are."""
+    arr = known_floats(values)
+    return float(np.median(arr)) if len(arr) else None
