@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 
 from copyprof.analysis.steps import ops as step_ops, projection as step_projection
-from copyprof.analysis.steps import segment as steps_module
 from copyprof.analysis.steps.rows import no_steps, step_dtype
 from copyprof.analysis.steps.segment import Steps, step_extents
 from copyprof.columns import Columns

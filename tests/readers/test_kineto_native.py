@@ -8,8 +8,6 @@ generated numbers and strings, and check that it declines whatever msgspec rejec
 """
 from __future__ import annotations
 
-import ctypes
-import gzip
 import json
 import os
 import random
@@ -26,26 +24,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from copyprof.readers.files import BlockStream
 from copyprof.readers.kineto import native as kineto_native
 from copyprof.readers.kineto import read_kineto
 from copyprof.readers.kineto.chunk import ChunkResult
 from copyprof.readers.kineto.columns import decode_chunk
 from copyprof.readers.kineto.native import ROW, native_available, scan_columns
-from copyprof.readers.kineto.state import StreamState
-from copyprof.readers.kineto.stream import stream_event_chunks
-from tests.fuzz.mutate import ARG_FIELDS, BYTE_OPS, EVENT_FIELDS, WEIRD, byte_op
-
-REPO = Path(__file__).resolve().parents[2]
-SAMPLES = REPO.parent / "shared" / "sample_traces"
-# The comparisons below need the scanner; whether it *should* be there is
-# test_the_scanner_is_built_and_in_use's question, which never skips for its absence alone.
-needs_scanner = pytest.mark.skipif(kineto_native.native_scanner is None,
-                                   reason="native scanner not built (see test_the_scanner_is_built_and_in_use)")
-
-
-def scan(data: bytes):  # noqa: ANN201 - the extension's own return shapes
-    return kineto_native.native_scanner.scan(data)
+from tests.fuzz.mutate import BYTE_OPS, byte_op
+from tests.readers.native_cases import (
+    REPO,
+    SAMPLES,
+    chunks,
+    needs_scanner,
+    real_events,
+    real_traces,
+    retyped,
+    scan,
+)
 
 
 def python_path(data: bytes) -> ChunkResult | None:
@@ -81,33 +75,6 @@ def check(data: bytes) -> bool:
         return False
     assert_same(got, want)
     return True
-
-
-def chunks(path: Path, limit: int) -> list[bytes]:
-    """The first ``limit`` chunks the serial reader decodes from ``path`` (pieces, and the
-    text after the last cut, which compact one-line files are made of)."""
-    out: list[bytes] = []
-
-    def record(data: bytes | memoryview) -> None:
-        if len(out) < limit:
-            out.append(bytes(data))
-
-    stream = BlockStream(str(path))
-    for _ in stream_event_chunks(stream, record, StreamState(), stream.block_size):
-        pass
-    assert out, f"{path.name}: no chunks"
-    return out
-
-
-SAMPLE_NAMES = ("kineto_cupti_a100_cudagraph_rank0.json.gz", "kineto_cupti_b200_eager.json.gz",
-                "kineto_roctracer_mi250_rocm6_2_minitoy.json.gz", "kineto_roctracer_mi300x_sglang_qwen3_8b_decode.json.gz",
-                "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz")
-
-
-def real_traces() -> list[Path]:
-    # The public samples by name (a missing one is a visible skip, not a case that vanishes),
-    # then every capture in traces/ (part of the repository).
-    return [SAMPLES / n for n in SAMPLE_NAMES] + sorted((REPO / "traces").rglob("*.pt.trace.json.gz"))
 
 
 def missing_build_tools() -> str | None:
@@ -166,22 +133,6 @@ def test_real_traces_take_the_native_path_and_match(path):
         assert check(data), f"{path.name}: declined: {scan_columns(data)}"
 
 
-def _real_events(limit: int = 60) -> list[dict]:
-    """A mix of real events: kernels, runtime, memcpy, annotations, flows, the Trace span."""
-    out: list[dict] = []
-    for name in ("kineto_cupti_b200_eager.json.gz", "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz"):
-        path = SAMPLES / name
-        if not path.is_file():
-            pytest.skip(f"sample {name} not found")
-        events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-        by_cat: dict[str, list[dict]] = {}
-        for ev in events:
-            by_cat.setdefault(f"{ev.get('ph')}/{ev.get('cat')}", []).append(ev)
-        for group in by_cat.values():
-            out.extend(group[:4])
-    return out[: limit * 4]
-
-
 def _dumps(events: list[dict], rng: random.Random) -> bytes:
     indent = rng.choice((None, None, 1, 4))
     return json.dumps(events, indent=indent, ensure_ascii=rng.random() < 0.5).encode()
@@ -192,7 +143,7 @@ def test_byte_damage_is_declined_or_matches():
     # Random byte damage of real events: either both paths agree, or the scanner declines;
     # where msgspec rejects the bytes as JSON, the scanner must decline (checked in `check`).
     rng = random.Random(7)
-    events = _real_events()
+    events = real_events()
     base = _dumps(events, rng)
     accepted = 0
     for i in range(600):
@@ -202,27 +153,16 @@ def test_byte_damage_is_declined_or_matches():
 
 
 @needs_scanner
-def _retyped(events: list[dict], rng: random.Random) -> list[dict]:
-    """A copy of ``events`` with one field of one event (or of its args) set to an odd value."""
-    evs = [dict(e) for e in events]
-    ev = rng.choice(evs)
-    if rng.random() < 0.5 and isinstance(ev.get("args"), dict):
-        ev["args"] = dict(ev["args"], **{rng.choice(ARG_FIELDS): rng.choice(WEIRD)})
-    else:
-        ev[rng.choice(EVENT_FIELDS)] = rng.choice(WEIRD)
-    return evs
-
-
 def test_retyped_fields_are_declined_or_match():
     # One field of one event replaced by an odd value (null, bool, huge int, NaN, numeric
     # string, array, object, long or non-UTF-8-looking string...): the shapes the Python path
     # has tolerant rules for. Most must still be accepted and match (odd values in rows the
     # reader drops, for instance).
     rng = random.Random(11)
-    events = _real_events()
+    events = real_events()
     accepted = 0
     for _ in range(800):
-        evs = _retyped(events, rng)
+        evs = retyped(events, rng)
         try:
             data = _dumps(evs, rng)
         except ValueError:
@@ -388,179 +328,3 @@ def test_whole_report_is_the_same_with_the_scanner_off(case):
             pytest.skip(f"sample {sample.name} not found (../shared/sample_traces is not next to this checkout)")
         args = [str(sample)]
     assert _report("1", *args) == _report("0", *args)
-
-
-# ---------------------------------------------------------------- the scanner's own paths
-# The scanner reads the common events in one pass over the chunk's bytes classified 64 at a
-# time (SSE2 or AVX2, chosen at run time) and leaves the rest to its general reader, which
-# also reads everything where the byte scans are scalar (other CPUs). Whatever path reads a
-# chunk, the result must be the same bytes: rows, side table, names, odd counts, or the same
-# reason for declining. These tests run every path this CPU has on the same inputs.
-
-def _modes() -> list[tuple[str, bool]]:
-    """(byte-scan level, one-pass reader on) pairs this CPU can run: scalar always."""
-    have = []
-    for level in ("scalar", "sse2", "avx2"):
-        try:
-            kineto_native.native_scanner.simd(level)
-        except ValueError:  # not on this CPU
-            continue
-        have.append(level)
-    return [(level, fast) for level in have for fast in (True, False) if level != "scalar" or not fast]
-
-
-@pytest.fixture
-def scan_in_every_mode():
-    """scan_all(data) -> {mode: scan(data)} over _modes(), and each mode's fast_count(); the
-    module's defaults are put back afterwards."""
-    mod = kineto_native.native_scanner
-    level, fast = mod.simd(), mod.fast_events()
-    modes = _modes()
-
-    def scan_all(data: bytes | memoryview) -> tuple[dict, dict]:
-        out, fast_read = {}, {}
-        for lv, on in modes:
-            mod.simd(lv)
-            mod.fast_events(on)
-            out[(lv, on)] = mod.scan(data)
-            fast_read[(lv, on)] = mod.fast_count()
-        return out, fast_read
-
-    yield scan_all
-    mod.simd(level)
-    mod.fast_events(fast)
-
-
-def exact_buffer(data: bytes) -> memoryview:
-    """data in a buffer of exactly its size (a ctypes array: no trailing NUL as bytes have,
-    no spare capacity as a bytearray has), so that under ASan or valgrind (PYTHONMALLOC=malloc)
-    a read even one byte past the end is reported."""
-    return memoryview(ctypes.create_string_buffer(data, len(data))).cast("B")
-
-
-def assert_one_result(results: dict, what: str) -> None:
-    first_mode, first = next(iter(results.items()))
-    for mode, got in results.items():
-        assert got == first, f"{what}: {mode} gives another result than {first_mode}"
-
-
-@needs_scanner
-def test_scan_levels_are_known_and_checked():
-    # simd() names the level in use (by default the best the CPU has) and refuses a level
-    # the CPU lacks or that does not exist, leaving the level as it was.
-    mod = kineto_native.native_scanner
-    level = mod.simd()
-    assert level in ("scalar", "sse2", "avx2")
-    with pytest.raises(ValueError):
-        mod.simd("avx512")
-    assert mod.simd() == level
-
-
-@needs_scanner
-@pytest.mark.parametrize("path", real_traces(), ids=lambda p: p.name[:40])
-def test_every_path_reads_real_traces_alike(path, scan_in_every_mode):
-    # Real chunks (Kineto's own layouts: one line per member group, indented args, compact
-    # roctracer files): every mode the same result, and the one-pass reader, where this CPU
-    # has it, reads most events of the chunks that are plain Kineto (our H200 captures).
-    if not path.is_file():
-        pytest.skip(f"sample {path.name} not found (../shared/sample_traces is not next to this checkout)")
-    events, fast_read = 0, {}
-    for data in chunks(path, limit=3):
-        results, read = scan_in_every_mode(data)
-        assert_one_result(results, path.name)
-        events += len(msgspec.json.decode(data))
-        fast_read = {m: fast_read.get(m, 0) + n for m, n in read.items() if m[1]}
-    if "rank0" in path.name and path.parent.parent.name == "traces":
-        assert all(n > 0.9 * events for n in fast_read.values()), (fast_read, events)
-
-
-def _kineto_like(events: list[dict], layout: str) -> bytes:
-    """The events as Kineto writes them (one event per block, ", " and ": "), compact, or
-    indented as json.dumps does."""
-    if layout == "kineto":
-        return ("[\n" + ",\n".join("  " + json.dumps(e) for e in events) + "\n]").encode()
-    if layout == "compact":
-        return json.dumps(events, separators=(",", ":")).encode()
-    return json.dumps(events, indent=int(layout)).encode()
-
-
-@needs_scanner
-@pytest.mark.parametrize("layout", ["kineto", "compact", "1", "4", "12"])
-def test_every_path_reads_damaged_events_alike(layout, scan_in_every_mode):
-    # Real events in several layouts, then byte damage (truncation, flips, inserted and
-    # deleted bytes, invalid UTF-8, zeros): whatever the damage, every mode gives the same
-    # result, accepting or declining; and on the undamaged text the one-pass reader is used.
-    rng = random.Random(23)
-    base = _kineto_like(_real_events(), layout)
-    results, fast_read = scan_in_every_mode(base)
-    assert_one_result(results, f"{layout}, undamaged")
-    assert all(fast_read[m] > 0 for m in results if m[1]), fast_read
-    for i in range(300):
-        data = byte_op(base, BYTE_OPS[i % len(BYTE_OPS)], rng)
-        results, _ = scan_in_every_mode(data)
-        assert_one_result(results, f"{layout}, damage {i} ({BYTE_OPS[i % len(BYTE_OPS)]})")
-
-
-@needs_scanner
-def test_every_path_reads_retyped_fields_alike(scan_in_every_mode):
-    # One field of one event replaced by an odd value (the shapes the one-pass reader leaves
-    # to the general reader: nulls, bools, strings for ids, containers, escapes, non-ASCII):
-    # the same result in every mode, the event read by whichever reader takes it.
-    rng = random.Random(29)
-    events = _real_events()
-    for _ in range(300):
-        evs = _retyped(events, rng)
-        try:
-            data = _kineto_like(evs, rng.choice(("kineto", "compact", "4")))
-        except ValueError:
-            continue
-        results, _ = scan_in_every_mode(data)
-        assert_one_result(results, "retyped field")
-
-
-@needs_scanner
-def test_every_path_stops_alike_at_every_end_offset(scan_in_every_mode):
-    # The chunk's end may fall anywhere: inside a name, a number, a key, a run of
-    # indentation. The byte scans read 16, 32 or 64 bytes at a time and must neither read
-    # past the end nor stop elsewhere than the byte loops: cut Kineto texts at every length
-    # over spans of 4 x 64 bytes (every offset mod 64, at several places) and compare the
-    # modes. (Run under ASan or valgrind, this also shows no read past the buffer.)
-    for layout in ("kineto", "compact"):
-        text = _kineto_like(_real_events(limit=12), layout)
-        cuts = set()
-        for start in (1, 64, len(text) // 3, len(text) // 2, len(text) - 256):
-            cuts.update(range(start, start + 256))
-        for n in sorted(c for c in cuts if 0 < c <= len(text)):
-            results, _ = scan_in_every_mode(exact_buffer(text[:n]))
-            assert_one_result(results, f"{layout} cut at {n}")
-
-
-@needs_scanner
-@pytest.mark.parametrize("tail", ['"name": "', '"name": "void k<', '"ts": 1', '"ts": 12.5', '"args": {"grid": [1, ',
-                                  '"cat": "kernel",', '"name": "k"', '"args": {"Input Dims": [[1, 2], [',
-                                  '"x": {"a": [1, {"b": "'])
-def test_every_path_declines_alike_at_the_buffer_end(tail, scan_in_every_mode):
-    # Texts that end inside a token: a string, a number, a key, indentation, a nested
-    # value, for lengths that put the end at every offset mod 64 of the byte scans' blocks.
-    # Every mode must decline with the same reason (the scanner declines an unterminated
-    # array).
-    for pad in range(0, 140):
-        for filler in ("x" * pad, " " * pad, "7" * pad):
-            data = ('[{"ph": "X", ' + tail + filler).encode()
-            results, _ = scan_in_every_mode(exact_buffer(data))
-            assert_one_result(results, f"{tail!r} + {len(filler)} x {filler[:1]!r}")
-            assert all(isinstance(r, str) for r in results.values())
-
-
-@needs_scanner
-def test_every_path_reads_a_chunk_at_any_alignment(scan_in_every_mode):
-    # The blocks are counted from the chunk's first byte, wherever it lies in memory: a
-    # chunk seen through a memoryview at each offset of a 64-byte line gives one result.
-    text = _kineto_like(_real_events(limit=8), "kineto")
-    want = scan(text)
-    assert not isinstance(want, str), want
-    for shift in range(64):
-        buf = bytearray(shift) + bytearray(text)
-        results, _ = scan_in_every_mode(memoryview(buf)[shift:])
-        assert_one_result(results, f"shifted by {shift}")
-        assert next(iter(results.values())) == want

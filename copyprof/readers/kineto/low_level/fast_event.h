@@ -22,7 +22,7 @@
  * does not use that are numbers, plain strings, or arrays and objects of them; "ph" before
  * the fields whose meaning it decides. It changes the tables (interned category and name,
  * side entries) only once the whole event is read. A change to what read_event accepts, or
- * to how it fills a row, must be made here too (tests/readers/test_kineto_native.py runs
+ * to how it fills a row, must be made here too (tests/readers/test_kineto_native_modes.py runs
  * both readers on the same inputs).
  *
  * Bounds: it tests its position against the blocks' lim after every key and value, and in

@@ -25,8 +25,9 @@
  * kernel or copy). Anything else (escaped keys or names, duplicate keys the reader uses,
  * floats out of range, ...) is declined, never guessed.
  * tests/readers/test_kineto_native.py checks the two paths against each other on real
- * traces and on generated and mutated events, and the scanner's own readers and byte-scan
- * levels against each other. Rows, the side table and the value readers are in values.h.
+ * traces and on generated and mutated events; test_kineto_native_modes.py the scanner's own
+ * readers and byte-scan levels against each other. Rows, the side table and the value
+ * readers are in values.h.
  *
  * Floats go through PyOS_string_to_double (correctly rounded, locale-free, as msgspec's
  * parser is); integers written into float fields are converted from int64 as msgspec does.
