@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 
@@ -22,6 +23,19 @@ command module never imports this one back (no cycle), and only the command aske
 imported (``report`` answered from the cache does not load ``run``'s capture code)."""
 
 
+STARTS_PROGRAMS = frozenset({"run"})
+"""Commands that start other programs (vLLM) with this process's environment."""
+
+
+def serial_blas() -> None:
+    """One OpenBLAS thread, unless the user chose a number: numpy's bundled OpenBLAS starts a
+    thread per further core when numpy is imported, and each spins looking for work for tens of
+    milliseconds (~50 ms of CPU measured with perf on a 2-core VM) while the read needs every core.
+    copyprof does no linear algebra worth threads. Not for commands in ``STARTS_PROGRAMS``: the
+    setting would pass to the vLLM they start, whose CPU work is what gets profiled."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 class CommandList(click.Group):
     """The explicit command list above, each module imported when its command is used."""
 
@@ -31,6 +45,8 @@ class CommandList(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in COMMANDS:
             return None
+        if cmd_name not in STARTS_PROGRAMS:
+            serial_blas()
         module, attr = COMMANDS[cmd_name]
         return getattr(importlib.import_module(module), attr)
 
