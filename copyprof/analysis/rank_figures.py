@@ -32,28 +32,40 @@ class RankAnalysis:
     census: Census
     completeness: Completeness | None = None
     overhead: LaunchOverhead | None = None
+    health_due: bool = False  # check_health has yet to run (analyze_rank was asked to leave it)
 
 
 def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = False,
-                 keep_layers: bool = False) -> RankAnalysis:
+                 keep_layers: bool = False, *, health: bool = True) -> RankAnalysis:
+    """The rank's steps and census, and its health unless ``health`` is False: then
+    ``health_due`` is set and the caller runs :func:`check_health` (the report runs it while a
+    forked child works out the copies' figures, analysis/aside.py)."""
     steps = segment(trace.table)
     census = take_census(trace.table, steps, layout, cus=device_cus(trace.meta.devices), all_steps=all_steps,
                          keep_layers=keep_layers, op_shapes=trace.meta.op_shapes)
-    ra = RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census)
-    if steps.device >= 0:  # a trace with GPU work: does it hold what its graph launches ran?
-        ev = trace.table
-        launches = graph_launches(ev, steps)
-        ra.completeness = check_completeness(ev, steps, launches, rocm=is_rocm_trace(trace.meta.format,
-                                                                                      trace.meta.flavour, launches))
-        if len(launches) and census.op_rows is not None and census.op_steps is not None and census.op_first is not None:
-            busy = StepBusy(ev["start_ns"], ev["dur_ns"], census.op_rows, census.op_steps,
-                            census.op_first)
-            ra.overhead = launch_overhead(launches, steps.table if all_steps else steps.decode, busy,
-                                          kineto_on_rocprofiler_sdk=trace.meta.format == "kineto"
-                                          and trace.meta.flavour == "rocprofiler-sdk")
+    ra = RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census, health_due=True)
+    if health:
+        check_health(ra, all_steps)
     return ra
 
 
+def check_health(ra: RankAnalysis, all_steps: bool = False) -> None:
+    """A trace with GPU work: does it hold what its graph launches ran (``completeness``), and
+    what do the launches cost the GPU (``overhead``)? Reads the census' per-op arrays, so it
+    runs before anything lets them go."""
+    ra.health_due = False
+    if ra.steps.device < 0:
+        return
+    trace, steps, census = ra.trace, ra.steps, ra.census
+    ev = trace.table
+    launches = graph_launches(ev, steps)
+    ra.completeness = check_completeness(ev, steps, launches, rocm=is_rocm_trace(trace.meta.format,
+                                                                                  trace.meta.flavour, launches))
+    if len(launches) and census.op_rows is not None and census.op_steps is not None and census.op_first is not None:
+        busy = StepBusy(ev["start_ns"], ev["dur_ns"], census.op_rows, census.op_steps, census.op_first)
+        ra.overhead = launch_overhead(launches, steps.table if all_steps else steps.decode, busy,
+                                      kineto_on_rocprofiler_sdk=trace.meta.format == "kineto"
+                                      and trace.meta.flavour == "rocprofiler-sdk")
 
 
 def _intmedian_of(values: np.ndarray) -> int:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
-import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from copyprof.analysis.aside import fork_is_safe
 from copyprof.analysis.rank_figures import RankAnalysis, analyze_rank
 from copyprof.events import Trace
 from copyprof.models import ModelLayout
@@ -34,15 +34,17 @@ Meanwhile = Callable[[], None]
 
 
 def analyze_ranks(traces: list[Trace], layout: ModelLayout | None, all_steps: bool = False, *, jobs: int = 1,
-                  meanwhile: Meanwhile | None = None) -> list[RankAnalysis]:
+                  meanwhile: Meanwhile | None = None, health: bool = True) -> list[RankAnalysis]:
     """``analyze_rank`` of every trace, in order, in up to ``jobs`` forked processes.
     ``meanwhile``: work for this process once the children are forked (or at once, when there
-    are none), e.g. starting the cache writes, which must not run as threads at the fork."""
+    are none), e.g. starting the cache writes, which must not run as threads at the fork.
+    ``health`` False: ranks analysed in this process are left with ``health_due`` (a child
+    checks its ranks' health itself: nothing of the per-op arrays comes back to check it here)."""
     children = min(jobs, len(traces))
-    if children < 2 or "fork" not in mp.get_all_start_methods() or threading.active_count() > 1:
+    if children < 2 or not fork_is_safe():
         if meanwhile is not None:
             meanwhile()
-        return [analyze_rank(t, layout, all_steps) for t in traces]
+        return [analyze_rank(t, layout, all_steps, health=health) for t in traces]
     ctx = mp.get_context("fork")
     started: list[tuple[Any, Connection, list[int]]] = []
     for k in range(children):

@@ -7,15 +7,19 @@ object of the ``report --format json`` contract (README).
 """
 from __future__ import annotations
 
+import functools
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from copyprof.analysis.cost.estimate import copy_speed, estimate, graph_node_match
+from copyprof.analysis.aside import Aside
+from copyprof.analysis.census.count import Census
 from copyprof.analysis.rank_figures import (
     RankAnalysis,
     analyze_rank,
+    check_health,
     host_by_source,
     per_step_medians,
     rank_agreement,
@@ -26,7 +30,7 @@ from copyprof.analysis.cost.candidates import copy_candidates, kernel_candidates
 from copyprof.analysis.rank_pool import Meanwhile, analyze_ranks
 from copyprof.analysis.ab.client_metrics import load_tpots
 from copyprof.analysis.ab.replica_timing import load_timing, timing_summary
-from copyprof.analysis.results import Candidate, Completeness, Layout, RunReport, SourceEntry, StepsInfo
+from copyprof.analysis.results import BySource, Candidate, Completeness, Layout, RunReport, Site, SourceEntry, StepsInfo
 from copyprof.analysis.setup import run_setup
 from copyprof.analysis.sources.across_captures import apply_sources, by_source, source_entries
 from copyprof.analysis.steps.segment import rank_warnings, step_warnings
@@ -48,7 +52,7 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     ``jobs``: processes the ranks are analysed in (analysis/rank_pool.py, which says when it
     forks and what ``meanwhile`` is for)."""
     rank_traces = _countable(traces, path)
-    analyses = sorted(analyze_ranks(rank_traces, layout, all_steps, jobs=jobs, meanwhile=meanwhile),
+    analyses = sorted(analyze_ranks(rank_traces, layout, all_steps, jobs=jobs, meanwhile=meanwhile, health=False),
                       key=lambda a: a.rank)
     ranks = sorted({a.rank for a in analyses})
     head_rank = rank if rank is not None else ranks[0]
@@ -58,10 +62,16 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     head = heads[0]
     meta = head.trace.meta
     graph = meta.graph_launches > 0
-    kernels = _kernel_candidates_then_release(head, graph)
     match = apply_sources(head.census.copies, sources, sources_origin) if sources is not None else None
-    decode_n = len(head.census.per_step) if not head.census.per_step.empty else len(head.steps.decode)
     peak = peak_gbps(meta.devices)
+    figures = Aside(functools.partial(_copy_figures, head, peak, graph), fork=jobs > 1,
+                    in_child=functools.partial(_release_op_arrays, head.census))
+    for a in analyses:
+        if a.health_due:
+            check_health(a, all_steps)
+    kernels = _kernel_candidates_then_release(head, graph)
+    copy_figures = figures.result()
+    decode_n = len(head.census.per_step) if not head.census.per_step.empty else len(head.steps.decode)
     report = RunReport(
         path=path, format=meta.format, flavour=meta.flavour, ranks=ranks,
         layout=Layout(**layout.to_json()) if layout is not None else None,
@@ -69,7 +79,7 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         per_step=per_step_medians(head),
         estimate=estimate(head.census) if layout is not None else [],
         headline_rank=head_rank, device=device_label(meta.devices), peak_gbps=peak,
-        sites=copy_speed(head.census, peak),
+        sites=copy_figures.sites,
         attribution=head.census.attribution,
         # launch-bound step periods: how to read them (the A/B takes its measure elsewhere), not a defect of the data
         notes=head.steps.notes + head.census.notes + rank_warnings(
@@ -80,12 +90,12 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         metadata=_run_metadata(path, meta.metadata),
         step_series=step_series(head),
         timeline=timeline(head),
-        by_source=by_source(head.census.copies) if head.steps.device >= 0 else host_by_source(head),
-        source_entries=source_entries(head.census.copies), source_match=match,
+        by_source=copy_figures.by_source,
+        source_entries=copy_figures.source_entries, source_match=match,
         completeness=_run_completeness(head, analyses), launch_overhead=head.overhead,
         graph_nodes=graph_node_match(head.census.copies),
     )
-    report.candidates = copy_candidates(head.census.copies, head.census.per_step, graph=graph) + kernels
+    report.candidates = copy_figures.candidates + kernels
     if decode_n == 0 and len(head.steps.table):  # steps exist, none pure decode: --all-steps can count them
         report.notes.append("no pure-decode steps found: figures are empty (--all-steps counts the "
                             f"{len(head.steps.table)} other step(s))")
@@ -96,6 +106,31 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     return report
 
 
+class CopyFigures(NamedTuple):
+    """What the headline rank's copies and per-step table alone give (its census' per-op arrays
+    and its health are not read): the part of the report a forked child can work out."""
+
+    sites: list[Site]
+    by_source: list[BySource]
+    source_entries: list[SourceEntry]
+    candidates: list[Candidate]
+
+
+def _copy_figures(head: RankAnalysis, peak: float | None, graph: bool) -> CopyFigures:
+    copies = head.census.copies
+    return CopyFigures(
+        sites=copy_speed(head.census, peak),
+        by_source=by_source(copies) if head.steps.device >= 0 else host_by_source(head),
+        source_entries=source_entries(copies),
+        candidates=copy_candidates(copies, head.census.per_step, graph=graph),
+    )
+
+
+def _release_op_arrays(census: Census) -> None:
+    """The census' per-op arrays (4 bytes per GPU op), which the copies' figures never read."""
+    census.op_rows = census.op_steps = census.op_first = None
+
+
 def _kernel_candidates_then_release(head: RankAnalysis, graph: bool) -> list[Candidate]:
     """The elementwise copy kernels' candidates, the last reader of the census' per-op arrays
     (the counted ops' positions, 4 bytes per GPU op), which are let go here: the copies'
@@ -103,7 +138,7 @@ def _kernel_candidates_then_release(head: RankAnalysis, graph: bool) -> list[Can
     census = head.census
     kernels = kernel_candidates(head.trace.table, census.op_rows, census.op_first, census.op_steps,
                                 census.per_step, graph=graph)
-    census.op_rows = census.op_steps = census.op_first = None
+    _release_op_arrays(census)
     return kernels
 
 

@@ -56,11 +56,11 @@ def _calls_by_process(monkeypatch: pytest.MonkeyPatch, log: Path, fail_in_childr
     the parent's lists); optionally fail every analysis outside this process."""
     real, parent = rank_pool.analyze_rank, os.getpid()
 
-    def spy(trace, layout, all_steps=False):  # noqa: ANN001, ANN202 - analyze_rank's own signature
+    def spy(trace, layout, all_steps=False, **kw):  # noqa: ANN001, ANN202, ANN003 - analyze_rank's own signature
         (log / f"{os.getpid()}-{trace.meta.ranks[0]}").touch()
         if fail_in_children and os.getpid() != parent:
             raise RuntimeError("a child that fails")
-        return real(trace, layout, all_steps)
+        return real(trace, layout, all_steps, **kw)
 
     monkeypatch.setattr(rank_pool, "analyze_rank", spy)
 
@@ -112,10 +112,10 @@ def test_a_failing_child_leaves_its_ranks_to_the_parent(traces, tmp_path, monkey
 def test_a_rank_that_cannot_be_analysed_fails_as_it_does_serially(traces, monkeypatch):
     real = rank_pool.analyze_rank
 
-    def broken(trace, layout, all_steps=False):  # noqa: ANN001, ANN202
+    def broken(trace, layout, all_steps=False, **kw):  # noqa: ANN001, ANN202, ANN003
         if trace.meta.ranks[0] == 1:
             raise CopyprofError("cannot be analysed", path=trace.meta.path)
-        return real(trace, layout, all_steps)
+        return real(trace, layout, all_steps, **kw)
 
     monkeypatch.setattr(rank_pool, "analyze_rank", broken)
     for jobs in (1, 2):
