@@ -63,7 +63,7 @@ def main() -> None:
 
     mark("analysis imports")
     layout, _ = resolve_layout(model, [path])
-    report = analyze_run(traces, path, layout)
+    report = analyze_run(traces, path, layout, jobs=jobs)  # as the report runs it: --jobs forks too
     mark("analysis")
     size = len(encode(report))
     mark("encode")

@@ -100,6 +100,25 @@ def test_many_chunks_pretty_printed_match_compact(tmp_path):
     assert (a.events["grid_x"].to_numpy() == b.events["grid_x"].to_numpy()).all()
 
 
+def test_events_larger_than_the_cut_search_window_are_cut_at_their_ends(tmp_path):
+    # The splitter looks for the last event boundary of a block in a window at its end that
+    # holds a few usual events and grows until a boundary is in it. Events of 5-40 KB (a
+    # stack-laden or huge-args event) leave windows without one; every event must still be
+    # read whole, in order, the same as with one block for the whole document.
+    events = [_x("kernel", f"k{i}", i, 1, device=0, stream=0, correlation=i, note="x" * (5000 + 7000 * (i % 6)))
+              for i in range(400)]
+    doc = {"schemaVersion": 1, "traceEvents": events}
+    from copyprof.readers import files as source
+    old = source.BLOCK_SIZE
+    try:
+        source.BLOCK_SIZE = 1 << 16
+        [cut] = read_kineto(str(_write(tmp_path / "cut.json", doc)))
+    finally:
+        source.BLOCK_SIZE = old
+    [whole] = read_kineto(str(_write(tmp_path / "whole.json", doc)))
+    assert cut.events["correlation"].tolist() == whole.events["correlation"].tolist() == list(range(400))
+
+
 def test_truncated_gzip_keeps_whole_events_and_says_so(tmp_path):
     events = [_x("kernel", "k", i, 1, device=0, correlation=i) for i in range(50000)]
     full = gzip.compress(json.dumps({"traceEvents": events}).encode())

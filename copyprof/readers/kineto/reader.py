@@ -128,9 +128,9 @@ class _Accumulator:
         n = len(res.name_codes)
         mk = res.cols.pop("memcpy_rows")
         kind_arg = res.cols.pop("copy_kind_arg")
-        if len(mk):
-            by_name = np.array([_dir_from_name(nm) for nm in res.names], dtype=object)
-            d = by_name[res.name_codes[mk]]
+        if len(mk):  # each memcpy row's direction from its own name: a few rows a chunk, not every name of it
+            names = res.names
+            d = np.array([_dir_from_name(names[c]) for c in res.name_codes[mk].tolist()], dtype=object)
             self._dirs.append(np.where(d == "", kind_arg, d))
             self._dir_rows.append(mk + self.rows)
         remap = np.array([self.names.setdefault(nm, len(self.names)) for nm in res.names], dtype=np.int32)
