@@ -81,3 +81,48 @@ def retyped(events: list[dict], rng: random.Random) -> list[dict]:
     else:
         ev[rng.choice(EVENT_FIELDS)] = rng.choice(WEIRD)
     return evs
+
+
+# Narrowing edges: the last value of each signed type and the first beyond it.
+TYPE_EDGES = (0, -1, 127, 128, -128, -129, 32767, 32768, -32768, -32769, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1,
+              2**63 - 1, -(2**63))
+
+
+def kept_rule_events() -> list[dict]:
+    """Events at the edges of chunk.py's rules that the scanner's C twin (low_level/kept.h)
+    repeats: names first seen on dropped rows, host copy ops among other cpu_ops, the device,
+    stream, id and bytes fallbacks, times that do not fit (bad rows, whose names still count),
+    negative and huge durations, half-way ns for rint, grids beyond int32, args.kind that is
+    not a string, graph launches, every known category and none."""
+    def ev(cat: str | None, name: str, ts: float | None = 1.0, dur: float | None = 1.0, **args: object) -> dict:
+        out: dict = {"ph": "X", "name": name, "pid": 4, "tid": 11}
+        out.update({k: v for k, v in (("cat", cat), ("ts", ts), ("dur", dur)) if v is not None})
+        if args:
+            out["args"] = {k.replace("_", " ") if k in ("External_id", "external_id", "graph_id", "graph_node_id")
+                           else k: v for k, v in args.items()}
+        return out
+    return [
+        ev("cpu_op", "aten::mm", External_id=3),  # dropped: not a copy op; its name is not listed
+        ev("Trace", "PyTorch Profiler (0)", ts=0.0, dur=1e9),  # unknown category: counted as other
+        ev("cpu_op", "aten::copy_", ts=2.0, External_id=7),
+        ev("kernel", "k", ts=3.0005, dur=0.0015, device=1, stream=7, correlation=5, grid=[2**31, 1, 1],
+           block=[128, 1, 1]),
+        ev("kernel", "k", ts=3.0025, dur=2.5e-4, fromDevice=2, stream=-5, correlation=6, grid=[-1, 2**40, 3]),
+        ev("gpu_memcpy", "Memcpy DtoD (Device -> Device)", ts=4.0, dur=-1.0, fromDevice=2, bytes=300, kind="DtoD"),
+        ev("gpu_memset", "Memset (Device)", ts=5.0, dur=1e300, size=40000),
+        ev("Memcpy", "Memcpy PtoP", ts=8.0, dur=2.5, kind=1, graph_id=2**62, graph_node_id=-(2**62), bytes=-7, size=9),
+        ev("cuda_runtime", "cudaGraphLaunch", ts=6.0, correlation=-2, external_id=9, External_id=-3),
+        ev("cuda_runtime", "cudaLaunchKernel", ts=6.5, External_id=-1, external_id=12),
+        ev("kernel", "only on a bad row", ts=None),  # no ts: a bad row
+        ev("cuda_runtime", "cudaGraphLaunch_v10000", ts=1e16),  # ns beyond int64: bad
+        ev("gpu_memcpy", "Memcpy HtoD", ts=-1e17, kind="HtoD"),
+        ev("gpu_memcpy", "Memcpy DtoH", ts=9.0, dur=None, kind=""),
+        ev("hip_runtime", "hipGraphLaunch", ts=9.5, stream=3),
+        ev("python_function", "f.py(1): f", ts=9.0, dur=0.5),
+        ev("user_annotation", "step", ts=9.0, dur=3.0, device=0),
+        ev("gpu_user_annotation", "step", ts=9.0, dur=3.0, device=-4),
+        ev(None, "no category"),
+        ev("Kernel", "legacy spelling", ts=10.0, device=0, stream=0, grid=[1, 1], block=None),
+        ev("cpu_op", "aten::to", ts=11.0, **{"External_id": 40, "Input Dims": [[16, 2048], []],
+                                            "Input type": ["c10::BFloat16", "float"]}),
+    ]

@@ -11,7 +11,9 @@ The scanner accepts only the common, unambiguous shapes of a chunk and declines 
 the Python path then decodes that chunk with its own tolerant rules and error reporting. Ids
 and times in other shapes than plain numbers come back with their byte offsets, and their
 columns are reconverted here by that path's own tolerant functions (_redo_irregular). Both feed :func:`kineto_chunk.assemble`, so everything after the decode is
-shared code.
+shared code, with one exception: the scanner's common chunks (no such value in a kept row,
+no rank marks) take its C twin of chunk.py's rules (low_level/kept.h, via _kept_columns),
+~0.03 s of CPU per GB where those numpy passes cost ~0.2 s; the tests hold the twin to them.
 """
 from __future__ import annotations
 
@@ -31,9 +33,11 @@ from copyprof.readers.kineto.chunk import (
     assemble,
     event_ranks,
     kept_rows,
+    pid_rank_key,
     shape_text,
 )
 from copyprof.readers.kineto.columns import INT_ARGS, IntLike, TimeLike, decode_chunk, to_float, to_int, to_tid
+from copyprof.taxonomy.copies import HOST_COPY_OPS, is_graph_launch
 
 try:  # built by setup.py when a C compiler is there; optional
     from copyprof.readers.kineto.low_level import scanner as native_scanner  # type: ignore[attr-defined]  # C, from scan.c, only if built; no stub
@@ -69,14 +73,79 @@ def native_available() -> bool:
 _NATIVE = native_available()  # decided once per process (workers inherit it through fork)
 
 
-def scan_columns(data: bytes | memoryview) -> ChunkResult | str:
-    """The chunk's columns from the native scanner, or its one-line reason for declining."""
+def scan_columns(data: bytes | memoryview, finish_in_c: bool = True) -> ChunkResult | str:
+    """The chunk's columns from the native scanner, or its one-line reason for declining.
+    ``finish_in_c``: the kept rows' columns from the scanner's twin of chunk.py's rules
+    (low_level/kept.h) where it takes the chunk; False: always from those rules in numpy
+    (tests compare the two)."""
     out = native_scanner.scan(data)
     if isinstance(out, str):
         return out
-    n, buf, side, cats, names, odd = out
+    facts = [CATMAP(c) for c in out[3]] + [(-1, False)]  # code -1 (no category) is the last entry
+    res = _kept_columns(data, out, facts) if finish_in_c else None
+    return res if res is not None else _assembled(data, out, facts)
+
+
+# kept_columns' columns in its order (kept.h's C_* codes), and their types by item size.
+FINISHED = ("kind_idx", "on_gpu", "device", "stream", "start_ns", "dur_ns", "correlation", "external_id", "bytes",
+            "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "graph_id", "graph_node_id", "rank_key")
+_BY_SIZE = {np.dtype(t).itemsize: np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)}
+
+
+def _kept_columns(data: bytes | memoryview, scanned: tuple[Any, ...], facts: list[tuple[int, bool]]) -> ChunkResult | None:
+    """The chunk from the scanner's own twin of chunk.py's rules (low_level/kept.h: the same
+    columns, counts and names, in two passes over the rows instead of ~300 numpy calls), or
+    None where the chunk needs the numpy assembly: an id or time of another shape than a plain
+    number in a kept row, an args.rank, a string pid that names a rank."""
+    _, buf, side, _, names, odd = scanned
+    side_rows = np.frombuffer(side, dtype=SIDE) if side else None
+    if side_rows is not None and _pid_names_a_rank(side_rows, data):
+        return None
+    host = bytes(map(HOST_COPY_OPS.__contains__, names))
+    cats = facts[:-1]
+    out = native_scanner.kept_columns(data, buf, side, bytes(k + 1 for k, _ in cats), bytes(g for _, g in cats),
+                                      host, names)
+    if out is None:
+        return None
+    counts, res_other, res_bad, (kept_names, runtime), (columns, sizes, codes, memcpy_rows, copy_kinds) = out
+    res = ChunkResult()
+    res.counts = np.frombuffer(counts, dtype=np.int64)
+    res.rank_counts[-1] = res.counts  # as kept_rows gives a chunk without rank marks
+    res.other, res.bad = res_other, res_bad
+    res.odd = np.frombuffer(odd, dtype=np.int64).copy()
+    res.names, res.name_codes = kept_names, np.frombuffer(codes, dtype=np.int32)
+    res.graph_launches = sum(c for name, c in runtime if is_graph_launch(name))
+    res.cols = {key: np.frombuffer(b, dtype=bool if key == "on_gpu" else _BY_SIZE[size])
+                for key, b, size in zip(FINISHED, columns, sizes)}
+    res.cols["copy_kind_arg"] = np.array(copy_kinds, dtype=object)
+    res.cols["memcpy_rows"] = np.frombuffer(memcpy_rows, dtype=np.intp)
+    if side_rows is not None:
+        shapes = side_rows[(side_rows["field"] == _DIMS_FIELD) | (side_rows["field"] == _TYPES_FIELD)]
+        if len(shapes):
+            at = np.frombuffer(buf, dtype=ROW)[shapes["row"]]
+            kind = np.array([k for k, _ in facts], dtype=np.int64)[at["cat"]]
+            mine = (kind == CPU_OP) & np.frombuffer(host, dtype=bool)[at["name"]]  # the kept host copy ops
+            res.shapes = _shapes(shapes[mine], at["ints"][mine, _EXT_FIELD], at["ints"][mine, _LEGACY_FIELD], data)
+    return res
+
+
+def _pid_names_a_rank(side: np.ndarray, data: bytes | memoryview) -> bool:
+    """Whether a string pid of the chunk names a rank (chunk.event_ranks reads it)."""
+    pids = side[side["field"] == _PID_FIELD]
+    view = memoryview(data)
+    for off, n in zip(pids["off"].tolist(), pids["len"].tolist()):
+        pid = _ID_VALUE.decode(view[off:off + n])
+        if type(pid) is str and pid_rank_key(pid) >= 0:
+            return True
+    return False
+
+
+def _assembled(data: bytes | memoryview, scanned: tuple[Any, ...], facts: list[tuple[int, bool]]) -> ChunkResult:
+    """The chunk from chunk.py's rules in numpy, on the scanner's packed rows: every chunk
+    the scanner reads (the irregular values of kept rows reconverted by the Python path's
+    own functions), where kept.h's twin takes only the common ones."""
+    n, buf, side, _, names, odd = scanned
     rows = np.frombuffer(buf, dtype=ROW, count=n)
-    facts = [CATMAP(c) for c in cats] + [(-1, False)]  # code -1 (no category) is the last entry
     kind_all = np.array([k for k, _ in facts], dtype=np.int64)[rows["cat"]]
     gpu_all = np.array([g for _, g in facts], dtype=bool)[rows["cat"]]
     side_rows = np.frombuffer(side, dtype=SIDE)
@@ -98,6 +167,8 @@ def scan_columns(data: bytes | memoryview) -> ChunkResult | str:
 
 
 _RANK_FIELD = INT_ARGS.index("rank")
+_EXT_FIELD = INT_ARGS.index("external_id")
+_LEGACY_FIELD = INT_ARGS.index("external_id_legacy")
 _DIMS_FIELD = SIDE_FIELDS.index("input_dims")
 _TYPES_FIELD = SIDE_FIELDS.index("input_type")
 _ANY_VALUE = msgspec.json.Decoder()
@@ -110,20 +181,30 @@ def _copy_op_shapes(side: np.ndarray, keep: np.ndarray, cpu_op: np.ndarray, cols
     mine = side[keep[side["row"]] & cpu_op[side["row"]]]
     if not len(mine):
         return {}
-    position = np.cumsum(keep) - 1
+    position = (np.cumsum(keep) - 1)[mine["row"]]
+    return _shapes(mine, cols["external_id"][position], cols["external_id_legacy"][position], data)
+
+
+def _shapes(mine: np.ndarray, ext: np.ndarray, legacy: np.ndarray, data: bytes | memoryview) -> dict[int, str]:
+    """:func:`_copy_op_shapes` of side entries ``mine``, the kept host copy ops' shapes texts,
+    with the External id and legacy external id of each entry's row."""
     view = memoryview(data)
     raw: dict[int, dict[int, Any]] = {}
-    for row, field, off, n in zip(mine["row"].tolist(), mine["field"].tolist(), mine["off"].tolist(),
-                                  mine["len"].tolist()):
-        raw.setdefault(int(position[row]), {})[field] = _ANY_VALUE.decode(view[off:off + n])
+    ids: dict[int, tuple[int, int]] = {}
+    for row, field, off, n, e, e_legacy in zip(mine["row"].tolist(), mine["field"].tolist(), mine["off"].tolist(),
+                                               mine["len"].tolist(), ext.tolist(), legacy.tolist()):
+        raw.setdefault(row, {})[field] = _ANY_VALUE.decode(view[off:off + n])
+        ids[row] = (e, e_legacy)
     out: dict[int, str] = {}
-    for at, values in raw.items():
+    for row, values in raw.items():
         text = shape_text(values.get(_DIMS_FIELD), values.get(_TYPES_FIELD))
-        ext = int(cols["external_id"][at])
-        ext = ext if ext >= 0 else int(cols["external_id_legacy"][at])
-        if text and ext >= 0:
-            out[ext] = text
+        e, e_legacy = ids[row]
+        e = e if e >= 0 else e_legacy
+        if text and e >= 0:
+            out[e] = text
     return out
+
+
 _PID_FIELD = SIDE_FIELDS.index("pid")
 
 

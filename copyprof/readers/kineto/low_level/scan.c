@@ -27,7 +27,8 @@
  * tests/readers/test_kineto_native.py checks the two paths against each other on real
  * traces and on generated and mutated events; test_kineto_native_modes.py the scanner's own
  * readers and byte-scan levels against each other. Rows, the side table and the value
- * readers are in values.h.
+ * readers are in values.h; the kept rows' table columns, made from the rows for the common
+ * chunk (kept_columns), in kept.h.
  *
  * Floats go through PyOS_string_to_double (correctly rounded, locale-free, as msgspec's
  * parser is); integers written into float fields are converted from int64 as msgspec does.
@@ -213,6 +214,7 @@ static int read_event(Cur *c, Row *r, Tables *t, int *is_x) {
 }
 
 #include "fast_event.h"
+#include "kept.h"
 
 /* ---------- the module function ---------- */
 
@@ -322,6 +324,11 @@ static PyObject *fast_count(PyObject *self, PyObject *unused) { return PyLong_Fr
 static PyMethodDef METHODS[] = {
     {"scan", scan, METH_O,
      "scan(buffer) -> (n, rows: bytearray, side: bytes, cats: list[str], names: list[str], odd: bytes) | reason: str"},
+    {"kept_columns", kept_columns, METH_VARARGS,
+     "kept_columns(data, rows, side, cat_kind, cat_gpu, host, names) -> None | (counts: bytearray, other, bad, "
+     "(kept names, [(name, kept runtime rows)]), (columns: tuple[bytearray], item sizes, name codes: bytearray, "
+     "memcpy rows: bytearray, their args.kind: list[str])): a scanned chunk's table columns (kept.h); None "
+     "where the chunk needs the numpy assembly (native.py)"},
     {"simd", simd, METH_VARARGS,
      "simd([level]) -> str: the byte scans in use ('scalar', 'sse2', 'avx2'; the best the CPU has by default); "
      "with a level, use it from the next scan on (ValueError where the CPU lacks it). For tests."},
