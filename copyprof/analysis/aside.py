@@ -1,11 +1,16 @@
 """Work handed to a forked child while this process goes on with other work of its own.
 
-Why: a one-rank report analyses on one core while the other sits idle (0.33 s of a 1.3 s report
-of the 1 GB benchmark trace on two cores). Once the census is taken, two parts of what is left
-need different things: the health checks and the kernel candidates read the census' per-op
-arrays; the copies' figures (speed, candidates, sources) read only the copies and the
-per-step table. A child forked between them (copy-on-write: nothing is sent to it) works out
-one part while this process does the other, and sends its small result back.
+Why: a one-rank report analysed on one core while the other sat idle (0.33 s of a 1.3 s report
+of the 1 GB benchmark trace on two cores). Parts of the analysis need different things, so a
+child forked between them (copy-on-write: nothing is sent to it) works out one part while this
+process does another, and sends its small result back:
+
+* the rank's health (completeness, launch overhead) needs the steps and the census' per-op
+  arrays only: it starts as soon as the census knows them, while the census goes on
+  (rank_figures.analyze_rank);
+* the copies' figures (sources, candidates) need the copies and the per-step table only: they
+  start once the census is taken, while this process takes the kernel candidates and the copy
+  speeds (report.analyze_run).
 
 When it does not fork (``fork`` False, no ``fork`` start method, or another thread running in
 this process, as for rank_pool.py), the work runs here when its result is asked for, which is

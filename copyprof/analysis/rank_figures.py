@@ -5,10 +5,12 @@ pieces of a ``RunReport`` (analysis/results.py).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
+from copyprof.analysis.aside import Aside
 from copyprof.analysis.census.count import Census, take_census
 from copyprof.analysis.health.completeness import check_completeness, is_rocm_trace
 from copyprof.analysis.health.graph_launches import graph_launches
@@ -24,6 +26,9 @@ from copyprof.taxonomy.devices import device_cus
 from copyprof.vocabulary import CompletenessStatus
 
 
+Health = tuple[Completeness | None, LaunchOverhead | None]  # rank_health's answer
+
+
 @dataclass
 class RankAnalysis:
     rank: int
@@ -33,39 +38,60 @@ class RankAnalysis:
     completeness: Completeness | None = None
     overhead: LaunchOverhead | None = None
     health_due: bool = False  # check_health has yet to run (analyze_rank was asked to leave it)
+    health_aside: Aside[Health] | None = None  # where it runs meanwhile (analysis/aside.py)
 
 
 def analyze_rank(trace: Trace, layout: ModelLayout | None, all_steps: bool = False,
-                 keep_layers: bool = False, *, health: bool = True) -> RankAnalysis:
+                 keep_layers: bool = False, *, health: bool = True, fork: bool = False) -> RankAnalysis:
     """The rank's steps and census, and its health unless ``health`` is False: then
     ``health_due`` is set and the caller runs :func:`check_health` (the report runs it while a
-    forked child works out the copies' figures, analysis/aside.py)."""
+    forked child works out the copies' figures). With ``fork`` too, the health is worked out in
+    a forked child from the moment the census knows its per-op arrays, while the census goes
+    on (analysis/aside.py; one job or another thread: here, when check_health asks)."""
     steps = segment(trace.table)
+    asides: list[Aside[Health]] = []
+
+    def health_aside(op_rows: np.ndarray, op_steps: np.ndarray, op_first: np.ndarray) -> None:
+        asides.append(Aside(functools.partial(rank_health, trace, steps, op_rows, op_steps, op_first, all_steps),
+                            fork=fork))
+
     census = take_census(trace.table, steps, layout, cus=device_cus(trace.meta.devices), all_steps=all_steps,
-                         keep_layers=keep_layers, op_shapes=trace.meta.op_shapes)
-    ra = RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census, health_due=True)
+                         keep_layers=keep_layers, op_shapes=trace.meta.op_shapes,
+                         ops_ready=health_aside if not health and fork and steps.device >= 0 else None)
+    ra = RankAnalysis(trace.meta.ranks[0] if trace.meta.ranks else 0, trace, steps, census, health_due=True,
+                      health_aside=asides[0] if asides else None)
     if health:
         check_health(ra, all_steps)
     return ra
 
 
 def check_health(ra: RankAnalysis, all_steps: bool = False) -> None:
-    """A trace with GPU work: does it hold what its graph launches ran (``completeness``), and
-    what do the launches cost the GPU (``overhead``)? Reads the census' per-op arrays, so it
-    runs before anything lets them go."""
-    ra.health_due = False
-    if ra.steps.device < 0:
-        return
-    trace, steps, census = ra.trace, ra.steps, ra.census
+    """Set the rank's health (:func:`rank_health`): from its aside where one was started, else
+    worked out here from the census' per-op arrays, so before anything lets them go."""
+    aside, ra.health_aside, ra.health_due = ra.health_aside, None, False
+    census = ra.census
+    ra.completeness, ra.overhead = aside.result() if aside is not None else rank_health(
+        ra.trace, ra.steps, census.op_rows, census.op_steps, census.op_first, all_steps)
+
+
+def rank_health(trace: Trace, steps: Steps, op_rows: np.ndarray | None, op_steps: np.ndarray | None,
+                op_first: np.ndarray | None, all_steps: bool = False) -> Health:
+    """A trace with GPU work: does it hold what its graph launches ran (completeness), and what
+    do the launches cost the GPU (launch overhead, from the counted steps' ops)? (None, None)
+    for a trace without GPU work."""
+    if steps.device < 0:
+        return None, None
     ev = trace.table
     launches = graph_launches(ev, steps)
-    ra.completeness = check_completeness(ev, steps, launches, rocm=is_rocm_trace(trace.meta.format,
-                                                                                  trace.meta.flavour, launches))
-    if len(launches) and census.op_rows is not None and census.op_steps is not None and census.op_first is not None:
-        busy = StepBusy(ev["start_ns"], ev["dur_ns"], census.op_rows, census.op_steps, census.op_first)
-        ra.overhead = launch_overhead(launches, steps.table if all_steps else steps.decode, busy,
-                                      kineto_on_rocprofiler_sdk=trace.meta.format == "kineto"
-                                      and trace.meta.flavour == "rocprofiler-sdk")
+    completeness = check_completeness(ev, steps, launches, rocm=is_rocm_trace(trace.meta.format,
+                                                                                trace.meta.flavour, launches))
+    overhead = None
+    if len(launches) and op_rows is not None and op_steps is not None and op_first is not None:
+        busy = StepBusy(ev["start_ns"], ev["dur_ns"], op_rows, op_steps, op_first)
+        overhead = launch_overhead(launches, steps.table if all_steps else steps.decode, busy,
+                                   kineto_on_rocprofiler_sdk=trace.meta.format == "kineto"
+                                   and trace.meta.flavour == "rocprofiler-sdk")
+    return completeness, overhead
 
 
 def _intmedian_of(values: np.ndarray) -> int:

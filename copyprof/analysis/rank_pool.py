@@ -38,13 +38,14 @@ def analyze_ranks(traces: list[Trace], layout: ModelLayout | None, all_steps: bo
     """``analyze_rank`` of every trace, in order, in up to ``jobs`` forked processes.
     ``meanwhile``: work for this process once the children are forked (or at once, when there
     are none), e.g. starting the cache writes, which must not run as threads at the fork.
-    ``health`` False: ranks analysed in this process are left with ``health_due`` (a child
-    checks its ranks' health itself: nothing of the per-op arrays comes back to check it here)."""
+    ``health`` False: ranks analysed in this process are left with ``health_due``, their health
+    worked out meanwhile in a forked child where ``jobs`` > 1 (analyze_rank); a child of this
+    pool checks its ranks' health itself (the per-op arrays do not come back to check it here)."""
     children = min(jobs, len(traces))
     if children < 2 or not fork_is_safe():
         if meanwhile is not None:
             meanwhile()
-        return [analyze_rank(t, layout, all_steps, health=health) for t in traces]
+        return [analyze_rank(t, layout, all_steps, health=health, fork=jobs > 1) for t in traces]
     ctx = mp.get_context("fork")
     started: list[tuple[Any, Connection, list[int]]] = []
     for k in range(children):

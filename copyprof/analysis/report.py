@@ -30,7 +30,7 @@ from copyprof.analysis.cost.candidates import copy_candidates, kernel_candidates
 from copyprof.analysis.rank_pool import Meanwhile, analyze_ranks
 from copyprof.analysis.ab.client_metrics import load_tpots
 from copyprof.analysis.ab.replica_timing import load_timing, timing_summary
-from copyprof.analysis.results import BySource, Candidate, Completeness, Layout, RunReport, Site, SourceEntry, StepsInfo
+from copyprof.analysis.results import BySource, Candidate, Completeness, Layout, RunReport, SourceEntry, StepsInfo
 from copyprof.analysis.setup import run_setup
 from copyprof.analysis.sources.across_captures import apply_sources, by_source, source_entries
 from copyprof.analysis.steps.segment import rank_warnings, step_warnings
@@ -55,21 +55,19 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
     analyses = sorted(analyze_ranks(rank_traces, layout, all_steps, jobs=jobs, meanwhile=meanwhile, health=False),
                       key=lambda a: a.rank)
     ranks = sorted({a.rank for a in analyses})
-    head_rank = rank if rank is not None else ranks[0]
-    heads = [a for a in analyses if a.rank == head_rank]
-    if not heads:
-        raise CopyprofError(f"rank {head_rank} is not in this run (ranks: {ranks})", path=path)
-    head = heads[0]
+    head = _headline(analyses, ranks, rank, path)
+    head_rank = head.rank
     meta = head.trace.meta
     graph = meta.graph_launches > 0
     match = apply_sources(head.census.copies, sources, sources_origin) if sources is not None else None
     peak = peak_gbps(meta.devices)
-    figures = Aside(functools.partial(_copy_figures, head, peak, graph), fork=jobs > 1,
+    figures = Aside(functools.partial(_copy_figures, head, graph), fork=jobs > 1,
                     in_child=functools.partial(_release_op_arrays, head.census))
     for a in analyses:
         if a.health_due:
             check_health(a, all_steps)
     kernels = _kernel_candidates_then_release(head, graph)
+    sites = copy_speed(head.census, peak)  # here: the child's share and this one's take about as long
     copy_figures = figures.result()
     decode_n = len(head.census.per_step) if not head.census.per_step.empty else len(head.steps.decode)
     report = RunReport(
@@ -79,7 +77,7 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         per_step=per_step_medians(head),
         estimate=estimate(head.census) if layout is not None else [],
         headline_rank=head_rank, device=device_label(meta.devices), peak_gbps=peak,
-        sites=copy_figures.sites,
+        sites=sites,
         attribution=head.census.attribution,
         # launch-bound step periods: how to read them (the A/B takes its measure elsewhere), not a defect of the data
         notes=head.steps.notes + head.census.notes + rank_warnings(
@@ -110,16 +108,14 @@ class CopyFigures(NamedTuple):
     """What the headline rank's copies and per-step table alone give (its census' per-op arrays
     and its health are not read): the part of the report a forked child can work out."""
 
-    sites: list[Site]
     by_source: list[BySource]
     source_entries: list[SourceEntry]
     candidates: list[Candidate]
 
 
-def _copy_figures(head: RankAnalysis, peak: float | None, graph: bool) -> CopyFigures:
+def _copy_figures(head: RankAnalysis, graph: bool) -> CopyFigures:
     copies = head.census.copies
     return CopyFigures(
-        sites=copy_speed(head.census, peak),
         by_source=by_source(copies) if head.steps.device >= 0 else host_by_source(head),
         source_entries=source_entries(copies),
         candidates=copy_candidates(copies, head.census.per_step, graph=graph),
@@ -129,6 +125,15 @@ def _copy_figures(head: RankAnalysis, peak: float | None, graph: bool) -> CopyFi
 def _release_op_arrays(census: Census) -> None:
     """The census' per-op arrays (4 bytes per GPU op), which the copies' figures never read."""
     census.op_rows = census.op_steps = census.op_first = None
+
+
+def _headline(analyses: list[RankAnalysis], ranks: list[int], rank: int | None, path: str) -> RankAnalysis:
+    """The rank the report's figures come from: ``rank``, else the first."""
+    head_rank = rank if rank is not None else ranks[0]
+    heads = [a for a in analyses if a.rank == head_rank]
+    if not heads:
+        raise CopyprofError(f"rank {head_rank} is not in this run (ranks: {ranks})", path=path)
+    return heads[0]
 
 
 def _kernel_candidates_then_release(head: RankAnalysis, graph: bool) -> list[Candidate]:

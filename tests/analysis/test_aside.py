@@ -1,5 +1,6 @@
 """Work in a forked child while the process goes on (copyprof/analysis/aside.py), and the report
-that uses it: the headline rank's copy figures worked out aside while its health is checked.
+that uses it: a rank's health worked out aside while its census goes on, the headline rank's
+copy figures while the report takes the kernel candidates and the copy speeds.
 
 What must hold: the report is the one-process report, byte for byte; the child runs only where
 forking is safe (no other thread) and asked for (``--jobs`` over 1); what the child drops stays
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from copyprof.analysis import rank_figures
 from copyprof.analysis import report as report_module
 from copyprof.analysis.aside import Aside
 from copyprof.analysis.report import analyze_run
@@ -42,30 +44,35 @@ RUNS = {
 }
 
 
-def _pid_of_copy_figures(monkeypatch: pytest.MonkeyPatch, log: Path) -> None:
-    """Record the process that works out the copy figures (a file: a child cannot append to our lists)."""
-    real = report_module._copy_figures
+def _pids_of(monkeypatch: pytest.MonkeyPatch, module: object, name: str, log: Path) -> None:
+    """Record the process that runs ``module.name`` (a file: a child cannot append to our lists)."""
+    real = getattr(module, name)
+    log.mkdir()
 
-    def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - _copy_figures' own signature
+    def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the spied function's own signature
         (log / str(os.getpid())).touch()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(report_module, "_copy_figures", spy)
+    monkeypatch.setattr(module, name, spy)
 
 
 @pytest.mark.parametrize("name", list(RUNS))
-def test_figures_worked_out_aside_give_the_one_process_report(name, tmp_path, monkeypatch):
+def test_work_done_aside_gives_the_one_process_report(name, tmp_path, monkeypatch):
+    # The rank's health (from the moment the census knows its ops) and the copies' figures
+    # (once the census is taken) each in a child of their own with two jobs: the same bytes.
     path, model = RUNS[name]
     if not os.path.exists(path):
         pytest.skip(f"{path} is not here")
     layout, _ = resolve_layout(model, [path])
     traces = read_runs([path])
     serial = encode(analyze_run(traces, path, layout, jobs=1))
-    _pid_of_copy_figures(monkeypatch, tmp_path)
+    _pids_of(monkeypatch, report_module, "_copy_figures", tmp_path / "figures")
+    _pids_of(monkeypatch, rank_figures, "rank_health", tmp_path / "health")
     traces = read_runs([path])  # a fresh read: the first analysis may not leave the tables as they came
     assert encode(analyze_run(traces, path, layout, jobs=2)) == serial
-    workers = {p.name for p in tmp_path.iterdir()}
-    assert len(workers) == 1 and str(os.getpid()) not in workers  # worked out once, in a child
+    figures, health = ({p.name for p in (tmp_path / d).iterdir()} for d in ("figures", "health"))
+    assert len(figures) == len(health) == 1 and str(os.getpid()) not in figures | health  # once each, in children
+    assert figures != health
 
 
 def test_one_job_works_in_this_process_when_the_result_is_asked_for():

@@ -15,6 +15,7 @@ layer map, computed once; the per-step work is vectorised over each step's copie
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,11 +62,18 @@ class Census:
     op_first: np.ndarray | None = None  # in op_rows
 
 
+OpsReady = Callable[[np.ndarray, np.ndarray, np.ndarray], None]
+"""Called with the census' per-op arrays (``op_rows``, ``op_steps``, ``op_first``) once they are
+known, before the rest of the census: work that needs only them can start meanwhile."""
+
+
 def take_census(events: Columns, steps: Steps, layout: ModelLayout | None, *,
                 cus: int | None = None, all_steps: bool = False, keep_layers: bool = False,
-                op_shapes: dict[str, str] | None = None) -> Census:
+                op_shapes: dict[str, str] | None = None, ops_ready: OpsReady | None = None) -> Census:
     table = steps.table if all_steps else steps.decode
     ops = step_ops(events, steps, table["step"], cus, per_op=layout is not None)
+    if ops_ready is not None and ops.o_row is not None:
+        ops_ready(ops.o_row, ops.step_ids, ops.op_first)
     tokens = _tokens(table, ops, layout)
     step_ids, op_bounds, copy_bounds = ops.step_bounds()
     n = len(ops.c_pos)
