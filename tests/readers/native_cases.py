@@ -1,6 +1,8 @@
 """Inputs and checks the native scanner's tests share (test_kineto_native.py: the scanner
-against the Python path; test_kineto_native_modes.py: the scanner's own paths against each
-other): real traces and their chunks, a mix of real events, and events with one field retyped."""
+against the Python path; test_kineto_native_kept.py: its C twin of chunk.py's rules;
+test_kineto_native_modes.py: the scanner's own paths against each other): real traces and
+their chunks, a mix of real events, events with one field retyped, and the comparison of a
+chunk's two decodes."""
 from __future__ import annotations
 
 import gzip
@@ -8,10 +10,15 @@ import json
 import random
 from pathlib import Path
 
+import msgspec
+import numpy as np
 import pytest
 
 from copyprof.readers.files import BlockStream
 from copyprof.readers.kineto import native as kineto_native
+from copyprof.readers.kineto.chunk import CATMAP, ChunkResult
+from copyprof.readers.kineto.columns import decode_chunk
+from copyprof.readers.kineto.native import scan_columns
 from copyprof.readers.kineto.state import StreamState
 from copyprof.readers.kineto.stream import stream_event_chunks
 from tests.fuzz.mutate import ARG_FIELDS, EVENT_FIELDS, WEIRD
@@ -126,3 +133,52 @@ def kept_rule_events() -> list[dict]:
         ev("cpu_op", "aten::to", ts=11.0, **{"External_id": 40, "Input Dims": [[16, 2048], []],
                                             "Input type": ["c10::BFloat16", "float"]}),
     ]
+
+
+def python_path(data: bytes) -> ChunkResult | None:
+    """The Python path's result, or None when it rejects the chunk as malformed JSON."""
+    try:
+        return decode_chunk(data)
+    except msgspec.DecodeError:
+        return None
+
+
+def assert_same(got: ChunkResult, want: ChunkResult) -> None:
+    assert got.names == want.names
+    assert got.name_codes.dtype == want.name_codes.dtype and np.array_equal(got.name_codes, want.name_codes)
+    assert np.array_equal(got.counts, want.counts)
+    assert (got.other, got.bad, got.graph_launches) == (want.other, want.bad, want.graph_launches)
+    assert got.odd.tolist() == want.odd.tolist()  # values of an unexpected type, per field
+    assert got.cols.keys() == want.cols.keys()
+    for key, want_col in want.cols.items():
+        col = got.cols[key]
+        assert col.dtype == want_col.dtype, key
+        assert col.shape == want_col.shape and (col == want_col).all(), key
+    assert got.rank_counts.keys() == want.rank_counts.keys()
+    for key, counts in want.rank_counts.items():
+        assert np.array_equal(got.rank_counts[key], counts), key
+    assert list(got.shapes.items()) == list(want.shapes.items())
+
+
+def check(data: bytes) -> bool:
+    """Native and Python paths agree on ``data``; True when the scanner accepted it. Where
+    it did, the scanner's C twin of chunk.py's rules (low_level/kept.h) and those rules in
+    numpy give the same chunk too."""
+    want = python_path(data)
+    got = scan_columns(data)
+    if want is None:  # malformed JSON: the scanner must not accept what msgspec rejects
+        assert isinstance(got, str), data[:200]
+        return False
+    if isinstance(got, str):
+        assert " at byte " in got or "kept event" in got  # a one-line reason
+        return False
+    assert_same(got, want)
+    assert_same(scan_columns(data, finish_in_c=False), got)
+    return True
+
+
+def finished_in_c(data: bytes) -> bool:
+    """Whether the scanner's C twin (kept.h) made the chunk's columns, not the numpy rules."""
+    scanned = scan(data)
+    facts = [CATMAP(c) for c in scanned[3]] + [(-1, False)]
+    return kineto_native._kept_columns(data, scanned, facts) is not None

@@ -26,71 +26,19 @@ from hypothesis import strategies as st
 
 from copyprof.readers.kineto import native as kineto_native
 from copyprof.readers.kineto import read_kineto
-from copyprof.readers.kineto.chunk import CATMAP, ChunkResult
-from copyprof.readers.kineto.columns import decode_chunk
 from copyprof.readers.kineto.native import ROW, native_available, scan_columns
 from tests.fuzz.mutate import BYTE_OPS, byte_op
 from tests.readers.native_cases import (
     REPO,
     SAMPLES,
-    TYPE_EDGES,
+    check,
     chunks,
-    kept_rule_events,
     needs_scanner,
     real_events,
     real_traces,
     retyped,
     scan,
 )
-
-
-def python_path(data: bytes) -> ChunkResult | None:
-    """The Python path's result, or None when it rejects the chunk as malformed JSON."""
-    try:
-        return decode_chunk(data)
-    except msgspec.DecodeError:
-        return None
-
-
-def assert_same(got: ChunkResult, want: ChunkResult) -> None:
-    assert got.names == want.names
-    assert got.name_codes.dtype == want.name_codes.dtype and np.array_equal(got.name_codes, want.name_codes)
-    assert np.array_equal(got.counts, want.counts)
-    assert (got.other, got.bad, got.graph_launches) == (want.other, want.bad, want.graph_launches)
-    assert got.odd.tolist() == want.odd.tolist()  # values of an unexpected type, per field
-    assert got.cols.keys() == want.cols.keys()
-    for key, want_col in want.cols.items():
-        col = got.cols[key]
-        assert col.dtype == want_col.dtype, key
-        assert col.shape == want_col.shape and (col == want_col).all(), key
-    assert got.rank_counts.keys() == want.rank_counts.keys()
-    for key, counts in want.rank_counts.items():
-        assert np.array_equal(got.rank_counts[key], counts), key
-    assert list(got.shapes.items()) == list(want.shapes.items())
-
-
-def check(data: bytes) -> bool:
-    """Native and Python paths agree on ``data``; True when the scanner accepted it. Where
-    it did, the scanner's C twin of chunk.py's rules (low_level/kept.h) and those rules in
-    numpy give the same chunk too."""
-    want = python_path(data)
-    got = scan_columns(data)
-    if want is None:  # malformed JSON: the scanner must not accept what msgspec rejects
-        assert isinstance(got, str), data[:200]
-        return False
-    if isinstance(got, str):
-        assert " at byte " in got or "kept event" in got  # a one-line reason
-        return False
-    assert_same(got, want)
-    assert_same(scan_columns(data, finish_in_c=False), got)
-    return True
-
-
-def finished_in_c(data: bytes) -> bool:
-    """Whether the scanner's C twin (kept.h) made the chunk's columns, not the numpy rules."""
-    scanned = scan(data)
-    facts = [CATMAP(c) for c in scanned[3]] + [(-1, False)]
-    return kineto_native._kept_columns(data, scanned, facts) is not None
 
 
 def missing_build_tools() -> str | None:
@@ -294,92 +242,6 @@ def test_declines_with_a_reason(text, reason):
     out = scan(text.encode("latin-1") if "\xff" in text else text.encode())
     assert isinstance(out, str) and reason in out and " at byte " in out
     check(text.encode("latin-1") if "\xff" in text else text.encode())
-
-
-@needs_scanner
-def test_irregular_ids_in_kept_rows_follow_the_python_rules():
-    # roctracer writes runtime args as strings ("bytes": "9216", "stream": "0x0"). A kept
-    # column holding one goes through the Python path's tolerant conversion as a whole:
-    # "9216" is 9216; "0x0" is unreadable (-1) and sends its column through float64, so an
-    # integer above 2**53 in another row of that column is rounded as that path rounds it.
-    big = 2**53 + 1
-    data = json.dumps([
-        {"ph": "X", "cat": "cuda_runtime", "name": "hipMemcpyAsync", "pid": 851, "tid": 851, "ts": 1.5, "dur": 2,
-         "args": {"correlation": 5, "bytes": "9216", "stream": "0x0", "kind": "1"}},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": "Spans", "tid": 3, "ts": 4, "dur": 1,
-         "args": {"correlation": 6, "bytes": 64, "stream": big, "device": 0}},
-    ]).encode()
-    assert check(data)  # accepted, and equal to the Python path
-    res = scan_columns(data)
-    assert res.cols["bytes"].tolist() == [9216, 64]
-    assert res.cols["stream"].tolist() == [851, int(float(big))] and int(float(big)) != big  # runtime: the thread
-    assert res.cols["device"].tolist() == [-1, 0]
-    # The dropped Trace span's string pid/tid change nothing, and are accepted too.
-    data = (b'[{"ph":"X","cat":"Trace","name":"t","pid":"Spans","tid":"PyTorch Profiler","ts":0,"dur":9},'
-            b'{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"device":0}}]')
-    assert check(data)
-
-
-@needs_scanner
-def test_the_c_columns_follow_chunk_rules_at_their_edges():
-    # The scanner's C twin of chunk.py's rules (low_level/kept.h) takes these chunks and gives
-    # the Python path's columns, dtypes, names, counts and shapes (check), whichever events
-    # are there and in whatever order: names first seen on dropped or bad rows, all rows
-    # bad, none kept, nothing at all.
-    rng = random.Random(5)
-    events = kept_rule_events()
-    cases = [events, events[::-1], [], events[:2], [events[10], events[11]], [events[1]]]
-    cases += [rng.sample(events, rng.randrange(1, len(events))) for _ in range(60)]
-    for evs in cases:
-        data = json.dumps(evs).encode()
-        assert finished_in_c(data), evs
-        assert check(data), evs
-
-
-@needs_scanner
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.one_of(st.sampled_from(TYPE_EDGES), st.integers(-2**63, 2**63 - 1)), min_size=12, max_size=12),
-       st.lists(st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.sampled_from([0.0005, 0.0015, -0.0025])),
-                min_size=2, max_size=2))
-def test_any_ids_and_times_give_the_same_c_columns(ids, times):
-    # Every narrowed column at and beyond each type's edge, any ts and dur: the C twin's
-    # derivations, int32 casts, rint and narrowing against chunk.py's.
-    fields = ("device", "fromDevice", "stream", "correlation", "External id", "external id", "bytes", "size",
-              "graph id", "graph node id")
-    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": ids[10], "tid": ids[11], "ts": times[0],
-              "dur": times[1], "args": {**dict(zip(fields, ids)), "grid": ids[:3], "block": ids[3:6]}}
-    runtime = {**kernel, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1.5, "dur": 2.0}
-    data = json.dumps([kernel, runtime]).encode()
-    if check(data):
-        assert finished_in_c(data)
-
-
-@needs_scanner
-@pytest.mark.parametrize("change", ["rank", "rank on a dropped row", "rank pid", "string id", "string ts"])
-def test_chunks_the_c_twin_leaves_to_numpy_match(change):
-    # Rank marks (per-rank counts) and irregular values in kept rows (the Python path's
-    # tolerant conversions) are assembled by chunk.py's rules in numpy; the result is the
-    # same either way, and a dropped row's irregular value leaves the chunk to the twin.
-    events = kept_rule_events()
-    if change == "rank":
-        events[3]["args"]["rank"] = 2
-    elif change == "rank on a dropped row":
-        events[1]["args"] = {"rank": 1}
-    elif change == "rank pid":
-        events[1]["pid"] = "[TP01-DP00] 1234"
-    elif change == "string id":
-        events[5]["args"]["bytes"] = "9216"
-    else:
-        events[4]["ts"] = "3.5"
-    data = json.dumps(events).encode()
-    assert not finished_in_c(data)
-    assert check(data)
-    events[0]["args"]["bytes"] = "9216"  # a dropped cpu_op's odd value: the twin could take that one
-    assert check(json.dumps(events).encode())
-    events = kept_rule_events()
-    events[0]["args"]["bytes"] = "9216"
-    events[1]["pid"] = "Spans"
-    assert finished_in_c(json.dumps(events).encode())
 
 
 def _report(env_native: str, *paths: str) -> str:

@@ -11,7 +11,7 @@ One exception, on purpose: the native scanner makes the common chunk's columns i
 scan, and the C twin ~0.03 s. The rules here stay the reference: the scanner's chunks with
 irregular values in kept rows or rank marks are assembled here, and
 tests/readers/test_kineto_native.py checks the twin against these functions (and the Python
-path) on every input it has. A change to one of these four rules must be made in kept.h too.
+path) on every input it has, test_kineto_native_kept.py at their edges. A change to one of these four rules must be made in kept.h too.
 """
 from __future__ import annotations
 

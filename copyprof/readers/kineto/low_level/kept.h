@@ -14,7 +14,8 @@
  * entry (an id or time in another shape than a plain number) on a kept row, an args.rank
  * anywhere. native.py also declines chunks whose string pids name a rank. Its rules, each
  * the twin of one in chunk.py (a change there must be made here too;
- * tests/readers/test_kineto_native.py compares both on every input it has):
+ * tests/readers/test_kineto_native.py compares both on every input it has,
+ * test_kineto_native_kept.py at the rules' edges):
  *   kept_rows: a row counts in its kind when its category is known (other: not); it is kept
  *     unless it is a cpu_op whose name is not a host copy op;
  *   _kept_names: names renumbered in first-seen order over the kept rows;
