@@ -42,6 +42,13 @@ from copyprof.readers.kineto.stream import FAILED, Piece, PieceMerger, split_pie
 
 SLOT_SIZE = 64 << 20  # virtual size; only the pages a piece touches are resident
 MIN_PARALLEL_BYTES = 16 << 20  # below this much (uncompressed estimate) a pool is not worth its start
+# Slots beyond one per worker: with one, this process, which inflates every piece and sets the
+# read's pace, waited on the oldest piece's worker while the other worker, done, had nothing to
+# decode (the workers sat idle ~45 % of a read). Two let it inflate the next piece meanwhile:
+# cold reports of the 1 GB trace on two cores, alternating with one spare, 10 rounds: see
+# benchmarks/README.md; a third gave no more. The read's 4 MB more resident is below the
+# analysis' peak.
+SPARE_SLOTS = 2
 RESULT_PIPE_BYTES = 1 << 20  # two pieces' results; Linux's default limit for a pipe an unprivileged process sizes
 
 
@@ -102,10 +109,9 @@ def _make_room(conn: Connection) -> None:
 
 
 class ChunkPool:
-    """``jobs`` worker processes and ``jobs + 1`` shared-memory slots (at most that many
-    pieces in flight, so memory stays flat whatever the file size). One spare slot, not one
-    per worker: each in-flight 4 MB piece is resident in this process, and on the 2-vCPU VM
-    ``2 * jobs`` slots read no faster (2.8-3.2 s either way on a 1 GB trace) for 4 MB more."""
+    """``jobs`` worker processes and ``jobs + SPARE_SLOTS`` shared-memory slots (at most that
+    many pieces in flight, so memory stays flat whatever the file size: each in-flight 4 MB
+    piece is resident in this process)."""
 
     def __init__(self, jobs: int, slot_size: int = SLOT_SIZE) -> None:
         self.jobs = jobs
@@ -115,7 +121,7 @@ class ChunkPool:
         self._results: list[Connection] = []
         self._procs: list[Any] = []
         try:
-            for _ in range(jobs + 1):
+            for _ in range(jobs + SPARE_SLOTS):
                 self.slots.append(mmap.mmap(-1, slot_size))
             ctx = mp.get_context("fork")
             for _ in range(jobs):
