@@ -105,15 +105,12 @@ def take_census(events: Columns, steps: Steps, layout: ModelLayout | None, *,
         verdicts = [_settle_step(ops, c0, c1, layout, tokens.get(step_id), role, layer, c_bytes, c_src, maps.get(k))
                     for k, (step_id, (c0, c1)) in enumerate(zip(step_ids.tolist(), spans))]
     site = copy_sites(role, layer, layout)
-    per_step = [_step_figures(step_id, tokens.get(step_id), site[c0:c1], ops.c_dur[c0:c1], freed_gap[c0:c1], kinds)
-                for step_id, (c0, c1) in zip(step_ids.tolist(), spans)]
-    pos = np.zeros(n, dtype=np.int32)
-    for c0, c1 in spans:
-        pos[c0:c1] = np.arange(c1 - c0)
+    figures = _step_figures(step_ids, tokens, copy_bounds, site, ops.c_dur, freed_gap, kinds)
+    pos = (np.arange(n) - np.repeat(copy_bounds[:-1], np.diff(copy_bounds))).astype(np.int32)  # place in its step
     copies = copies_table(events, ops, pos, c_bytes, c_src, site, role, layer, slot, place, layout, replayed)
     add_sources(copies, found)
     add_evidence(copies, evidence, role)
-    ps = _per_step_table(per_step, table)
+    ps = _per_step_table(figures, table)
     if not ps.empty:
         ps = _with_gpu_time(ps, events, ops, op_replayed)
     del op_replayed  # a flag per op (1 MB on a 1 GB trace) that nothing below reads
@@ -129,21 +126,15 @@ def take_census(events: Columns, steps: Steps, layout: ModelLayout | None, *,
     return census
 
 
-def _per_step_table(per_step: list[dict[str, object]], table: Columns) -> Columns:
-    """The per-step figures as a table (``tokens`` int or None), with each step's period and
-    span from the steps' table (every counted step is one of its rows)."""
-    if not per_step:
+def _per_step_table(figures: Columns, table: Columns) -> Columns:
+    """The per-step figures with each step's period and span from the steps' table (every
+    counted step is one of its rows); no columns when no step was counted."""
+    if not len(figures["step"]):
         return Columns()
-    out = Columns(n=len(per_step))
-    for key in per_step[0]:
-        values = [row[key] for row in per_step]
-        out[key] = objects(values) if key == "tokens" else np.asarray(values)
     where = {int(s): i for i, s in reversed(list(enumerate(table["step"].tolist())))}
-    at = np.array([where[int(s)] for s in out["step"].tolist()], dtype=np.int64)
-    out["period_ns"], out["span_ns"] = table["period_ns"][at], table["span_ns"][at]
-    return out
-
-
+    at = np.array([where[int(s)] for s in figures["step"].tolist()], dtype=np.int64)
+    figures["period_ns"], figures["span_ns"] = table["period_ns"][at], table["span_ns"][at]
+    return figures
 
 
 def _with_gpu_time(ps: Columns, events: Columns, ops: StepOps, replayed: np.ndarray) -> Columns:
@@ -289,20 +280,32 @@ def _infer_tokens(c_bytes: np.ndarray, c_src: np.ndarray, layout: ModelLayout) -
 
 
 
-def _step_figures(step_id: int, n_tok: int | None, site: np.ndarray, dur: np.ndarray, gap: np.ndarray,
-                  kinds: tuple[str, ...]) -> dict[str, object]:
-    def ms(mask: np.ndarray) -> float:
-        return float(dur[mask].sum()) / 1e6
+def _step_figures(step_ids: np.ndarray, tokens: dict[int, int | None], bounds: np.ndarray, site: np.ndarray,
+                  dur: np.ndarray, gap: np.ndarray, kinds: tuple[str, ...]) -> Columns:
+    """Each counted step's copies by site: counts, and copy and freed-gap time (ms). ``bounds``:
+    each step's first copy, then the end. Sums of integer nanoseconds over every step at once
+    (a cumulative sum read at the bounds: exact, so each is the step's own sum)."""
+    lo, hi = bounds[:-1], bounds[1:]
+
+    def per_step(values: np.ndarray) -> np.ndarray:
+        total = np.concatenate(([0], np.cumsum(values, dtype=np.int64)))
+        return total[hi] - total[lo]
+
+    def ms(mask: np.ndarray, values: np.ndarray = dur) -> np.ndarray:
+        return per_step(np.where(mask, values, 0)) / 1e6
 
     is_post = np.isin(site, list(kinds)) if kinds else np.zeros(len(site), dtype=bool)
-    out: dict[str, object] = {"step": step_id, "tokens": n_tok, "copies": len(site), "other": int((~is_post).sum()),
-                              "post_total": int(is_post.sum()), "unattributed": int((site == UNATTRIBUTED_SITE).sum()),
-                              "post_total_ms": ms(is_post), "other_ms": ms(~is_post)}
+    copies = (hi - lo).astype(np.int64)
+    post_total = per_step(is_post)
+    out = Columns(n=len(lo))
+    out["step"] = np.asarray(step_ids, dtype=np.int64)
+    out["tokens"] = objects([tokens.get(s) for s in step_ids.tolist()])
+    out["copies"], out["other"], out["post_total"] = copies, copies - post_total, post_total
+    out["unattributed"] = per_step(site == UNATTRIBUTED_SITE)
+    out["post_total_ms"], out["other_ms"] = ms(is_post), ms(~is_post)
     for kind in kinds:
         mine = site == kind
-        out[f"post_{kind}"] = int(mine.sum())
-        out[f"post_{kind}_ms"] = ms(mine)
-        out[f"post_{kind}_gap_ms"] = float(gap[mine].sum()) / 1e6
+        out[f"post_{kind}"], out[f"post_{kind}_ms"], out[f"post_{kind}_gap_ms"] = per_step(mine), ms(mine), ms(mine, gap)
     return out
 
 
