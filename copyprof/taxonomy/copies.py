@@ -167,6 +167,20 @@ def d2d_mask(events: Table) -> np.ndarray:
     return ((kind == "kernel") & kernel_d2d) | ((kind == "memcpy") & _cat(events, "copy_dir").isin(D2D_DIRECTIONS))
 
 
+def d2d_at(events: Table, rows: np.ndarray, kind_codes: np.ndarray, name_codes: np.ndarray) -> np.ndarray:
+    """:func:`d2d_mask` at positional ``rows``, whose kind and name codes the caller has
+    already gathered (the census reads them for other ends too): no table-sized mask, and
+    the copy direction read only at the memcpy rows."""
+    kind, names = _cat(events, "kind"), _cat(events, "name")
+    per_name = _class_by_name(names) == "d2d"
+    kernel_d2d = per_name[name_codes] if len(per_name) else np.zeros(len(name_codes), dtype=bool)  # as _by_code
+    out = (kind_codes == kind.code_of("kernel")) & kernel_d2d
+    memcpy = np.flatnonzero(kind_codes == kind.code_of("memcpy"))
+    direction = _cat(events, "copy_dir")
+    out[memcpy] = direction.flags(D2D_DIRECTIONS.__contains__)[direction.codes[rows[memcpy]]]
+    return out
+
+
 def resolve_bytes_at(events: Table, rows: np.ndarray, cus: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Bytes (int64) and their source (object array) of the copies at positional ``rows``,
     filling those the trace left unknown: correlated runtime call, else launch geometry.

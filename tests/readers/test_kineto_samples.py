@@ -18,7 +18,9 @@ from __future__ import annotations
 import pytest
 
 from copyprof.readers.kineto import read_kineto
-from copyprof.taxonomy.copies import copy_class
+import numpy as np
+
+from copyprof.taxonomy.copies import copy_class, d2d_at, d2d_mask
 
 EXPECTED = {
     "kineto_cupti_a100_cudagraph_rank0.json.gz": (
@@ -32,6 +34,22 @@ EXPECTED = {
     "kineto_roctracer_mi300x_vllm_decode_fullgraph.json.gz": (
         "roctracer", {"kernel": 425, "memcpy": 9, "memset": 0, "runtime": 20, "annotation": 1, "cpu_op": 100, "python": 984}, 9, 1),
 }
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_d2d_at_rows_is_the_table_mask_at_those_rows(samples, name):
+    """The census' per-row test (codes gathered by the caller, the direction read at memcpy rows
+    only) gives the table-wide mask at every row and on a shuffled subset, and over every row the
+    independently counted DtoD copies above."""
+    [trace] = read_kineto(str(samples / name))
+    table = trace.table
+    kind, names = table["kind"].codes, table["name"].codes
+    whole = d2d_mask(table)
+    every = np.arange(len(table))
+    assert (d2d_at(table, every, kind, names) == whole).all()
+    assert int(d2d_at(table, every, kind, names).sum()) == EXPECTED[name][2]
+    some = np.random.default_rng(0).permutation(len(table))[: len(table) // 3]
+    assert (d2d_at(table, some, kind[some], names[some]) == whole[some]).all()
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

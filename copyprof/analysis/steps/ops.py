@@ -14,7 +14,7 @@ import numpy as np
 from copyprof.analysis.steps.segment import GPU_KINDS, ROWS_PER_PASS, Steps, positions
 from copyprof.columns import Columns, filled
 from copyprof.taxonomy.anchors import anchor_kind
-from copyprof.taxonomy.copies import d2d_mask, resolve_bytes_at
+from copyprof.taxonomy.copies import d2d_at, resolve_bytes_at
 
 _ANCHOR_CODE = {"": 0, "mla": 1, "kda": 2}
 MAX_RUNS = 1 << 16  # more runs of one step than this: one argsort beats a list of slices
@@ -86,14 +86,15 @@ def step_ops(events: Columns, steps: Steps, counted: np.ndarray, cus: int | None
     categories = events["name"].categories
     kind = events["kind"]
     kind_codes = kind.codes[rows]
-    is_kernel = kind.flags(lambda k: k == "kernel")[kind_codes]
-    c_pos = np.flatnonzero(d2d_mask(events)[rows])
+    o_codes = codes_all[rows]  # gathered once: the copies, the anchors and the layer map read them
+    is_kernel = kind_codes == kind.code_of("kernel")  # a compare, not a gather through per-code flags
+    c_pos = np.flatnonzero(d2d_at(events, rows, kind_codes, o_codes))
     c_rows = rows[c_pos]
     c_bytes, c_src = resolve_bytes_at(events, c_rows, cus)
     c_dur = events["dur_ns"][c_rows]
     c_start = start_all[c_rows]
     anchors = np.array([_ANCHOR_CODE[anchor_kind(n)] for n in categories], dtype=np.int8)
-    op_anchor = anchors[codes_all[rows]] if len(categories) else np.zeros(n_ops, dtype=np.int8)
+    op_anchor = anchors[o_codes] if len(categories) else np.zeros(n_ops, dtype=np.int8)
     mla_at = np.flatnonzero(op_anchor == _ANCHOR_CODE["mla"])
     kda_at = np.flatnonzero(op_anchor == _ANCHOR_CODE["kda"])
     del op_anchor
@@ -104,9 +105,9 @@ def step_ops(events: Columns, steps: Steps, counted: np.ndarray, cus: int | None
     names = (rows, codes_all, categories)
     o_code = o_struct = o_stream = None
     if per_op:
-        o_code = codes_all[rows]
+        o_code = o_codes
         o_stream = events["stream"][rows]
-        o_struct = kind.flags({"kernel", "memset"}.__contains__)[kind_codes]
+        o_struct = is_kernel | (kind_codes == kind.code_of("memset"))
         o_struct[c_pos] = False
     del kind_codes
     return StepOps(
