@@ -24,9 +24,9 @@ MAIN, BACKWARD = 100, 200
 class _Trace:
     """Kineto events of one process, written as a trace file."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_corr: int = 0) -> None:
         self.events: list[dict] = []
-        self.corr = 0
+        self.corr = first_corr
 
     def span(self, name: str, tid: int, ts: float, dur: float, cat: str = "user_annotation") -> None:
         self.events.append({"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur})
@@ -46,9 +46,9 @@ class _Trace:
         return str(path)
 
 
-def _training(backward_tid: int, steps: int = 3) -> _Trace:
+def _training(backward_tid: int, steps: int = 3, first_corr: int = 0) -> _Trace:
     """Each step: forward kernels on the main thread, then backward copies on ``backward_tid``."""
-    t = _Trace()
+    t = _Trace(first_corr)
     for s in range(steps):
         t0 = 1000.0 * s
         t.span(f"ProfilerStep#{s}", MAIN, t0, 900.0)
@@ -70,6 +70,15 @@ def test_backward_thread_work_belongs_to_the_step(tmp_path):
     note = next(n for n in steps.notes if "other threads" in n)
     assert note.startswith("9 of the 21 GPU ops in the steps (9 device-to-device copies)")  # what the thread alone misses
     assert "The annotating thread alone launched 12 ops" in note
+
+
+def test_sparse_correlation_ids_give_the_same_steps(tmp_path):
+    # Ids that count from 0 are looked up in a dense index; ids far above the table's row count
+    # (here from 10**12) are searched: the GPU ops' steps, counts and notes are the same.
+    dense = segment(read_kineto(_training(BACKWARD).write(tmp_path / "dense.json"))[0].table)
+    sparse = segment(read_kineto(_training(BACKWARD, first_corr=10**12).write(tmp_path / "sparse.json"))[0].table)
+    assert dense.step_of.tolist() == sparse.step_of.tolist()
+    assert sparse.table["n_events"].tolist() == [7, 7, 7] and sparse.notes == dense.notes
 
 
 def test_one_thread_traces_keep_their_steps_and_say_nothing(tmp_path):
