@@ -102,7 +102,10 @@ def commonest(values: Sequence[Any] | np.ndarray) -> Any:
 def commonest_text(values: np.ndarray) -> str:
     """The most frequent non-empty value as text ("" when there is none; None and NaN are
     not values), ties to the one seen first: the shape or producer that names a group."""
-    best = commonest([v for v in values.tolist() if v and v == v])
+    best, most = None, 0
+    for value, n in Counter(values.tolist()).items():  # in order of first appearance
+        if n > most and value and value == value:  # counted before filtering: one pass in C over the rows
+            best, most = value, n
     return "" if best is None else str(best)
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from copyprof.columns import Categorical, Columns, constant
-from copyprof.grouping import commonest, group_ids, group_rows, median_of
+from copyprof.grouping import commonest, commonest_text, group_ids, group_rows, median_of
 from copyprof.events import EventTableBuilder
 
 _keys = st.lists(st.sampled_from(["b", "a", "c", "", "dd"]), min_size=1, max_size=60)
@@ -53,6 +53,18 @@ def test_commonest_breaks_ties_as_value_counts(keys):
 
 def test_commonest_of_nothing_is_none():
     assert commonest([]) is None
+
+
+_texts = st.lists(st.sampled_from(["a", "b", "c", "", None, float("nan")]), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_texts)
+def test_commonest_text_skips_empty_none_and_nan_then_breaks_ties_as_value_counts(values):
+    # The oracle: pandas' value_counts (first seen wins a tie) of the values that are text.
+    text = [v for v in values if isinstance(v, str) and v]
+    expected = pd.Series(text, dtype=object).value_counts().index[0] if text else ""
+    assert commonest_text(np.array(values, dtype=object)) == expected
 
 
 @settings(max_examples=100, deadline=None)

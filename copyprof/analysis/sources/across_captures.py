@@ -120,7 +120,7 @@ def by_source(copies: Columns) -> list[BySource]:
         out.append(BySource(
             source=source or None, stack=list(copies["stack"][i]) if source else [],
             per_step=len(g) / steps, ms_per_step=float(dur[g].sum()) / 1e6 / steps,
-            sites=sorted({str(s) for s in site[g].tolist()}), layer_kinds=kinds,
+            sites=sorted({str(s) for s in set(site[g].tolist())}), layer_kinds=kinds,  # str once per distinct site
             layers=len(np.unique(in_layer)),
             bytes=[int(b) for b in np.unique(size[size >= 0])],
             note="" if source else str(copies["why"][i])))
