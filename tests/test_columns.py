@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from copyprof.columns import Categorical, Columns, constant
-from copyprof.grouping import commonest, commonest_text, group_ids, group_rows, median_of
+from copyprof.grouping import commonest, commonest_text, distinct, group_ids, group_rows, median_of
 from copyprof.events import EventTableBuilder
 
 _keys = st.lists(st.sampled_from(["b", "a", "c", "", "dd"]), min_size=1, max_size=60)
@@ -164,3 +164,15 @@ def test_a_constant_column_holds_its_value_once_and_refuses_writes() -> None:
     assert picked["why"].flags.writeable and picked["why"].tolist() == ["no stacks"] * 10_000
     with pytest.raises(ValueError):
         text[0] = "other"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.integers(-5, 5), st.floats(-1e6, 1e6) | st.just(float("nan"))), max_size=40))
+def test_distinct_is_numpys_unique(values):
+    # The sort path it takes gives np.unique's values: sorted, NaN collapsed to one at the end.
+    arr = np.array(values, dtype=float)
+    np.testing.assert_array_equal(distinct(arr), np.unique(arr))
+    ints = np.array([int(v) for v in values if v == v], dtype=np.int64)
+    np.testing.assert_array_equal(distinct(ints), np.unique(ints))
+    pairs = np.stack([ints, ints % 3], axis=1) if len(ints) else np.zeros((0, 2), dtype=np.int64)
+    np.testing.assert_array_equal(distinct(pairs, axis=0), np.unique(pairs, axis=0))

@@ -28,6 +28,7 @@ import pandas as pd
 from copyprof.columns import filled, load_pandas
 from copyprof.errors import CopyprofError
 from copyprof.events import KINDS, Trace, TraceMeta, make_table
+from copyprof.grouping import distinct
 from copyprof.readers import nsys_schema as schema
 from copyprof.readers.nsys_schema import (
     ACTIVITY_TABLES,
@@ -123,7 +124,7 @@ class _Reader:
 
     def _split(self, parts: list[schema.Part], tables_read: list[str]) -> list[Trace]:
         """One Trace per process; ranks from ``MPI Rank N`` thread names, else pid order."""
-        pids = np.unique(np.concatenate([p.pid for p in parts] + [np.empty(0, np.int64)]))
+        pids = distinct(np.concatenate([p.pid for p in parts] + [np.empty(0, np.int64)]))
         keys = sorted((int(k) for k in pids if k >= 0), key=lambda g: ((g >> 24) & TID_MASK, g))
         named = self._mpi_ranks()
         if len(keys) <= 1:
@@ -303,7 +304,7 @@ class _Reader:
         """StringIds values for the distinct ids given (never the whole table: it can be huge)."""
         if "StringIds" not in self.tables:
             return {}
-        wanted = [int(i) for i in np.unique(ids) if i >= 0]
+        wanted = [int(i) for i in distinct(ids) if i >= 0]
         out: dict[int, str] = {}
         for i in range(0, len(wanted), IN_BATCH):
             batch = wanted[i:i + IN_BATCH]

@@ -23,6 +23,7 @@ import numpy as np
 
 from copyprof.errors import CopyprofError
 from copyprof.events import Trace, TraceMeta
+from copyprof.grouping import distinct
 from copyprof.readers.rocprof_parts import assemble, copy_dir_of, finish_meta, grid_blocks, memcpy_name, part
 
 _BATCH = 1 << 16
@@ -132,7 +133,7 @@ def _read(conn: sqlite3.Connection, path: str) -> list[Trace]:
     pids = set()
     for cols in (k, m, r):
         if cols is not None:
-            pids |= set(np.unique(cols["pid"]).tolist())
+            pids |= set(distinct(cols["pid"]).tolist())
     if not pids:
         raise CopyprofError("holds no kernel, memory copy or HIP API/marker rows", path=path)
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
 from copyprof.columns import Columns
+from copyprof.grouping import distinct
 from copyprof.taxonomy.copies import is_graph_launch
 
 
@@ -24,7 +25,7 @@ def graph_replayed(events: Columns, rows: np.ndarray) -> np.ndarray:
     names = events["name"]
     launch = names.flags(is_graph_launch)  # per name, and False for a missing one (code -1)
     graph_calls = runtime[launch[names.codes[runtime]]]
-    launched = np.unique(corr[graph_calls])
+    launched = distinct(corr[graph_calls])
     if not len(launched):
         return out
     # Membership by binary search in the few launches' ids, a block of rows at a time: np.isin

@@ -31,7 +31,7 @@ from copyprof.analysis.census.copy_sites import METADATA, MLP_OUTPUT, OTHER, PLA
 from copyprof.analysis.results import Candidate
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
 from copyprof.columns import Columns
-from copyprof.grouping import commonest_text, first_seen_codes, group_ids, group_rows, known_floats
+from copyprof.grouping import commonest_text, distinct, first_seen_codes, group_ids, group_rows, known_floats
 from copyprof.vocabulary import CandidateForm, Role
 
 CHANGES = {
@@ -89,7 +89,7 @@ def copy_candidates(copies: Columns, per_step: Columns, *, graph: bool) -> list[
     if copies.empty:
         return []
     step = copies["step"]
-    all_steps = per_step["step"] if not per_step.empty else np.unique(step)
+    all_steps = per_step["step"] if not per_step.empty else distinct(step)
     period = known_floats(per_step["period_ns"]) / 1e6 if "period_ns" in per_step else np.array([])
     period_med = float(np.median(period)) if len(period) else None
     noise = _period_noise(period)
@@ -109,12 +109,12 @@ def copy_candidates(copies: Columns, per_step: Columns, *, graph: bool) -> list[
         with_gap = float(np.median(kernel + gap)) if replayed.any() else removable
         role = Role(str(role_of[g[0]]))
         source = commonest_text(sources[g]) if sources is not None else None
-        layers = sorted(int(x) for x in np.unique(layer[g]) if x > 0)
+        layers = sorted(int(x) for x in distinct(layer[g]) if x > 0)
         out.append(Candidate(
             form=CandidateForm.COPY, role=role, source=source or None,
             stack=list(copies["stack"][g[0]]) if source else [],
             layers=layers, kinds=sorted({str(k) for k in set(kind[g].tolist())} - {""}),
-            bytes=sorted(int(b) for b in np.unique(nbytes[g])),
+            bytes=sorted(int(b) for b in distinct(nbytes[g])),
             shape=commonest_text(shapes[g]) if shapes is not None else "", producer=producer_family(commonest_text(prev[g])),
             per_step=len(g) / max(len(all_steps), 1), removable_ms=removable,
             removable_with_gap_ms=with_gap, gap_counts=bool(replayed.any()),

@@ -16,7 +16,7 @@ import numpy as np
 from copyprof.analysis.census.count import Census
 from copyprof.analysis.results import Estimate, GraphNodeMatch, Site, known
 from copyprof.columns import Columns, filled
-from copyprof.grouping import commonest_text, first_seen_codes, group_ids, group_rows, known_floats
+from copyprof.grouping import commonest_text, distinct, first_seen_codes, group_ids, group_rows, known_floats
 from copyprof.models.layout import kind_label
 from copyprof.vocabulary import Role, UNATTRIBUTED_SITE
 
@@ -62,7 +62,7 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
     cp = census.copies
     if cp.empty:
         return []
-    n_steps = max(1, len(np.unique(cp["step"])))
+    n_steps = max(1, len(distinct(cp["step"])))
     # Copies of unknown size are told apart by the kernel that follows them (their place in
     # the layer); copies of known size by their size.
     mapped = census.attribution.method == "structure"
@@ -132,7 +132,7 @@ def _where(site: str, layers: np.ndarray, kinds: tuple[str, ...], seen: list[str
 
 def _distinct(*columns: np.ndarray) -> int:
     """How many distinct rows the integer columns hold together."""
-    return len(np.unique(np.stack(columns, axis=1), axis=0)) if len(columns[0]) else 0
+    return len(distinct(np.stack(columns, axis=1), axis=0)) if len(columns[0]) else 0
 
 
 def _node_identity(cp: Columns, g: np.ndarray) -> dict[str, Any]:
@@ -146,8 +146,8 @@ def _node_identity(cp: Columns, g: np.ndarray) -> dict[str, Any]:
     graph, step = cp["graph_id"][g], cp["step"][g]
     nodes = _distinct(graph, node)  # a node is (graph, node): ROCm's ids are ordinals
     triples = _distinct(step, graph, node)
-    return {"graph_nodes": sorted(int(x) for x in np.unique(node)),
-            "graph_node_stable": triples == len(np.unique(step)) * nodes}
+    return {"graph_nodes": sorted(int(x) for x in distinct(node)),
+            "graph_node_stable": triples == len(distinct(step)) * nodes}
 
 
 def graph_node_match(copies: Columns) -> GraphNodeMatch | None:
@@ -159,7 +159,7 @@ def graph_node_match(copies: Columns) -> GraphNodeMatch | None:
     arms copies are matched by size and place (analysis/ab/sites.py)."""
     if copies.empty or "graph_node" not in copies or not (copies["graph_node"] >= 0).any():
         return None
-    n_steps = max(1, len(np.unique(copies["step"])))
+    n_steps = max(1, len(distinct(copies["step"])))
     has = np.flatnonzero(copies["graph_node"] >= 0)
     gid, first = group_ids(copies.strings("site")[has], copies["bytes"][has])
     stable = sum(1 for g in group_rows(gid, len(first)) if _node_identity(copies, has[g]).get("graph_node_stable"))

@@ -37,7 +37,7 @@ from copyprof.analysis.health.graph_launches import GraphLaunches
 from copyprof.analysis.results import Completeness
 from copyprof.analysis.steps.segment import Steps
 from copyprof.columns import Columns
-from copyprof.grouping import group_ids
+from copyprof.grouping import distinct, group_ids
 from copyprof.vocabulary import CompletenessStatus
 
 # A graph step with less than this share of an eager step's GPU ops (same run, same tokens) is
@@ -117,7 +117,7 @@ def _by_nodes(launches: GraphLaunches, short: np.ndarray, missing: np.ndarray, c
     fewer = known & (launches.nodes_seen < launches.nodes_expected) & (launches.n_ops > 0)
     short |= fewer
     missing[fewer] = np.maximum(missing[fewer], launches.nodes_expected[fewer] - launches.nodes_seen[fewer])
-    graphs = len(np.unique(launches.graph_id[known]))
+    graphs = len(distinct(launches.graph_id[known]))
     checks.append(f"graph node ids: {int(known.sum()):,} launches of {graphs} graph(s); "
                   f"{int(fewer.sum()):,} show fewer nodes than their graph shows elsewhere")
 
@@ -148,7 +148,7 @@ def _by_replays(launches: GraphLaunches, steps: Steps, short: np.ndarray, missin
     short[i] = True
     missing[i] = np.maximum(missing[i], (most - ops)[fewer])
     compared = int((group > 1).sum())
-    groups = len(np.unique(gid[group > 1]))
+    groups = len(distinct(gid[group > 1]))
     if not compared:
         checks.append(f"replays: no two of the {len(placed):,} launches in steps replay the same graph "
                       "(same tokens, same place in the step): nothing to compare")
@@ -220,7 +220,7 @@ def graph_captures(events: Columns) -> list[tuple[int, int]]:
     start = events["start_ns"][rows]
     thread = events["stream"][rows]
     out = []
-    for tid in np.unique(thread[begin]).tolist():
+    for tid in distinct(thread[begin]).tolist():
         mine = thread == tid
         ends = np.sort(start[end & mine])
         for b in np.sort(start[begin & mine]).tolist():

@@ -23,6 +23,7 @@ import numpy as np
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
 from copyprof.analysis.steps.segment import GPU_KINDS, Steps
 from copyprof.columns import Columns
+from copyprof.grouping import distinct
 from copyprof.taxonomy.copies import is_graph_launch
 
 
@@ -137,11 +138,11 @@ def _nodes(pairs: np.ndarray, graph_id: np.ndarray, seen: np.ndarray, expected: 
     over every launch (what one replay of that graph runs)."""
     if not len(pairs):
         return
-    per_launch = np.unique(pairs, axis=0)  # (launch, graph, node), each once
+    per_launch = distinct(pairs, axis=0)  # (launch, graph, node), each once
     launch, gid = per_launch[:, 0], per_launch[:, 1]
     graph_id[launch] = gid  # the last graph id listed wins where a launch's ops disagree (not expected)
     seen += np.bincount(launch, minlength=len(seen))
-    graph_nodes = np.unique(per_launch[:, 1:], axis=0)  # (graph, node)
+    graph_nodes = distinct(per_launch[:, 1:], axis=0)  # (graph, node)
     gids, counts = np.unique(graph_nodes[:, 0], return_counts=True)
     known = graph_id >= 0
     at = np.searchsorted(gids, graph_id[known])

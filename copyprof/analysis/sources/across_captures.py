@@ -16,7 +16,7 @@ import numpy as np
 
 from copyprof.analysis.results import BySource, SourceEntry, SourceMatch
 from copyprof.columns import Columns, objects
-from copyprof.grouping import group_ids, group_rows
+from copyprof.grouping import distinct, group_ids, group_rows
 
 CARRIED = "carried from the eager capture"
 
@@ -106,7 +106,7 @@ def by_source(copies: Columns) -> list[BySource]:
     """The census grouped by issuing function across layers: per step, ms/step, where."""
     if copies.empty or "source" not in copies:
         return []
-    steps = max(len(np.unique(copies["step"])), 1)
+    steps = max(len(distinct(copies["step"])), 1)
     source_of = objects(["" if v is None or v != v else v for v in copies["source"].tolist()])
     kind, site, layer, nbytes, dur = (copies.strings("kind"), copies.strings("site"), copies["layer"],
                                       copies["bytes"], copies["dur_ns"])
@@ -121,7 +121,7 @@ def by_source(copies: Columns) -> list[BySource]:
             source=source or None, stack=list(copies["stack"][i]) if source else [],
             per_step=len(g) / steps, ms_per_step=float(dur[g].sum()) / 1e6 / steps,
             sites=sorted({str(s) for s in set(site[g].tolist())}), layer_kinds=kinds,  # str once per distinct site
-            layers=len(np.unique(in_layer)),
-            bytes=[int(b) for b in np.unique(size[size >= 0])],
+            layers=len(distinct(in_layer)),
+            bytes=[int(b) for b in distinct(size[size >= 0])],
             note="" if source else str(copies["why"][i])))
     return sorted(out, key=lambda b: (b.source is None, -b.ms_per_step))

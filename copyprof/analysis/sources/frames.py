@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from copyprof.columns import Categorical, Columns
+from copyprof.grouping import distinct
 from copyprof.taxonomy.copies import is_graph_launch
 from copyprof.taxonomy.modules import MODULE_PREFIX
 
@@ -101,7 +102,7 @@ def copy_sources(events: Columns, rows: np.ndarray, op_shapes: dict[str, str] | 
     end = start[py] + events["dur_ns"][py]
     py_tid = tid[py]
     frames = {int(t): _Frames(start[py[py_tid == t]], end[py_tid == t], names[codes[py[py_tid == t]]])
-              for t in np.unique(py_tid).tolist()}
+              for t in distinct(py_tid).tolist()}
     for i, (op, anchor) in enumerate(zip(ops.tolist(), anchors.tolist())):
         if anchor == -2:
             continue

@@ -12,6 +12,7 @@ import numpy as np
 
 from copyprof.analysis.steps.rows import ROWS_PER_PASS, positions, step_dtype
 from copyprof.columns import Columns
+from copyprof.grouping import distinct
 from copyprof.taxonomy.copies import d2d_mask
 
 
@@ -135,7 +136,7 @@ def _claim(rt_step: np.ndarray, starts: np.ndarray, lo_ns: np.ndarray, hi_ns: np
 def other_thread_note(events: Columns, from_other: np.ndarray, step_of: np.ndarray) -> str:
     """Say how the steps differ from what the annotating thread alone launched."""
     copies = int(d2d_mask(events[["kind", "name", "copy_dir"]].take(from_other)).sum())
-    steps = len(np.unique(step_of[from_other]))
+    steps = len(distinct(step_of[from_other]))
     counted = int((step_of >= 0).sum())
     return (f"{len(from_other):,} of the {counted:,} GPU ops in the steps ({copies:,} device-to-device copies) were "
             f"launched inside the step windows by other threads of the process than the one with the step ranges "

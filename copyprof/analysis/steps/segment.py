@@ -26,6 +26,7 @@ from copyprof.analysis.steps.idle_gaps import cut_at_idle_gaps
 from copyprof.analysis.steps.projection import other_thread_note, project_through_correlations
 from copyprof.analysis.steps.rows import ROWS_PER_PASS, no_steps, positions, step_dtype, step_extents
 from copyprof.columns import Columns, objects
+from copyprof.grouping import distinct
 from copyprof.taxonomy.annotations import GRAMMARS, parse_step
 from copyprof.taxonomy.copies import d2d_mask, is_graph_launch
 
@@ -120,7 +121,7 @@ def _step_annotations(events: Columns, on_gpu: bool) -> tuple[Columns, str] | tu
         return None, None
     names = events["name"]
     codes = names.codes[rows]
-    present = np.unique(codes[codes >= 0]).tolist()
+    present = distinct(codes[codes >= 0]).tolist()
     parsed = {c: parse_step(str(names.categories[c])) for c in present}
     grammars = {p.grammar for p in parsed.values() if p is not None}
     if not grammars:

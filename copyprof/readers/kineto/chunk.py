@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from copyprof.events import COMPACT_COLUMNS, KINDS, narrowest_int
+from copyprof.grouping import distinct
 from copyprof.taxonomy.copies import HOST_COPY_OPS, is_graph_launch
 
 # Category -> kind index in KINDS (+ on_gpu). Lower-cased; ActivityType.h list + legacy
@@ -126,7 +127,7 @@ def kept_rows(kind_all: np.ndarray, codes_all: np.ndarray, names_all: list[str],
     keep = kind_all >= 0
     res.counts = np.bincount(kind_all[keep], minlength=len(KINDS))
     if rank_all is not None and (rank_all >= 0).any():
-        for key in np.unique(rank_all[keep]).tolist():
+        for key in distinct(rank_all[keep]).tolist():
             res.rank_counts[key] = np.bincount(kind_all[keep & (rank_all == key)], minlength=len(KINDS))
     elif rank_all is not None:  # no event of this chunk is marked: all are counted as unmarked (-1), or a
         res.rank_counts[-1] = res.counts  # merged file's first rank would lose them when the marks are elsewhere

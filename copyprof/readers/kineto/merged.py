@@ -27,6 +27,7 @@ import numpy as np
 
 from copyprof.columns import Columns
 from copyprof.events import KINDS, Trace, rank_column
+from copyprof.grouping import distinct
 from copyprof.readers.kineto.chunk import LABEL_KEY_BASE
 from copyprof.taxonomy.copies import is_graph_launch
 
@@ -36,7 +37,7 @@ MIN_MARKED = 0.99  # share of the rows that must carry a rank mark before a file
 def split_ranks(trace: Trace, rank_key: np.ndarray, rank_counts: dict[int, np.ndarray]) -> list[Trace]:
     """``[trace]``, or one Trace per rank when the file is a merged multi-rank file."""
     marked = rank_key >= 0
-    keys = np.unique(rank_key[marked]).tolist()
+    keys = distinct(rank_key[marked]).tolist()
     if len(keys) < 2 or marked.mean() < MIN_MARKED:
         return [trace]
     labels = any(k >= LABEL_KEY_BASE for k in keys)

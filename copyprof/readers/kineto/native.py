@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from copyprof.grouping import distinct
 from copyprof.readers.kineto.chunk import (
     CATMAP,
     CPU_OP,
@@ -246,7 +247,7 @@ def _redo_irregular(cols: dict[str, np.ndarray], side: np.ndarray, keep: np.ndar
         return
     position = np.cumsum(keep) - 1  # row among the kept ones
     view = memoryview(data)
-    for code in np.unique(hit["field"]).tolist():
+    for code in distinct(hit["field"]).tolist():
         name = SIDE_FIELDS[code]
         mine = hit[hit["field"] == code]
         decode = (_TIME_VALUE if name in ("ts", "dur") else _ID_VALUE).decode
