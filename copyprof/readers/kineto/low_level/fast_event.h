@@ -34,6 +34,8 @@ static int fast_on = 1;          /* off: read_event reads every event (for tests
 static Py_ssize_t fast_read = 0;  /* events fast_event read in the last scan (for tests) */
 
 #if defined(__x86_64__)
+#include "known_keys.h"
+
 /* Four bytes as one word in memory order, to test a few bytes with one load and compare. */
 typedef union { unsigned char b[4]; uint32_t w; } Word;
 static const Word COLON_SPACE = {{':', ' ', 0, 0}}, COMMA_SPACE_QUOTE = {{',', ' ', '"', 0}},
@@ -70,6 +72,7 @@ static ALWAYS_INLINE const unsigned char *fast_next(Blocks *b, const unsigned ch
     if (p >= b->lim) return NULL;
     *more = 1;
     if (bytes_are(p, &COMMA_SPACE_QUOTE, &FIRST3)) return p + 2;
+    if (wide_sep_at(p)) return p + 7;
     if (!(p = solid_at(b, p))) return NULL;
     if (*p == '}') { *more = 0; return p + 1; }
     if (*p != ',' || !(p = solid_at(b, p + 1)) || *p != '"') return NULL;
@@ -206,9 +209,18 @@ static ALWAYS_INLINE const unsigned char *fast_args(Blocks *b, const unsigned ch
     if (*p != '{' || !(p = solid_at(b, p + 1))) return NULL;
     if (*p == '}') return p + 1;
     if (*p != '"') return NULL;
+    int want = 0;  /* the known key predicted next (known_keys.h) */
     do {
-        if (!(p = fast_key(b, p, &k, &kn))) return NULL;
-        int code = args_key(k, kn);
+        int code;
+        if (p < b->lim && known_at(p, want)) {
+            code = KNOWN[want].code;
+            p += KNOWN[want].len;
+            want = KNOWN[want].next;
+        } else {
+            if (!(p = fast_key(b, p, &k, &kn))) return NULL;
+            code = args_key(k, kn);
+            want = KNOWN[known_index(k, kn)].next;
+        }
         if (code >= 0) {
             if (seen & (1u << code)) return NULL;
             seen |= 1u << code;
