@@ -72,7 +72,8 @@ static ALWAYS_INLINE const unsigned char *fast_next(Blocks *b, const unsigned ch
     if (p >= b->lim) return NULL;
     *more = 1;
     if (bytes_are(p, &COMMA_SPACE_QUOTE, &FIRST3)) return p + 2;
-    if (wide_sep_at(p)) return p + 7;
+    const unsigned char *q = sep_at(p);
+    if (q) return q;
     if (!(p = solid_at(b, p))) return NULL;
     if (*p == '}') { *more = 0; return p + 1; }
     if (*p != ',' || !(p = solid_at(b, p + 1)) || *p != '"') return NULL;
@@ -209,7 +210,7 @@ static ALWAYS_INLINE const unsigned char *fast_args(Blocks *b, const unsigned ch
     if (*p != '{' || !(p = solid_at(b, p + 1))) return NULL;
     if (*p == '}') return p + 1;
     if (*p != '"') return NULL;
-    int want = 0;  /* the known key predicted next (known_keys.h) */
+    int want = KNOWN_ARGS;  /* the known key predicted next (known_keys.h) */
     do {
         int code;
         if (p < b->lim && known_at(p, want)) {
@@ -219,7 +220,7 @@ static ALWAYS_INLINE const unsigned char *fast_args(Blocks *b, const unsigned ch
         } else {
             if (!(p = fast_key(b, p, &k, &kn))) return NULL;
             code = args_key(k, kn);
-            want = KNOWN[known_index(k, kn)].next;
+            want = KNOWN[known_index(k, kn, KNOWN_ARGS, N_KNOWN)].next;
         }
         if (code >= 0) {
             if (seen & (1u << code)) return NULL;
@@ -247,9 +248,18 @@ static ALWAYS_INLINE const unsigned char *fast_members(Blocks *b, const unsigned
     uint32_t seen = 0;
     int more, early = 0;  /* early: a field came before "ph" */
     if (!(p = solid_at(b, p + 1)) || *p != '"') return NULL;  /* "{}": read_event declines it */
+    int want = KNOWN_EVENT;  /* the known key predicted next (known_keys.h) */
     do {
-        if (!(p = fast_key(b, p, &k, &kn))) return NULL;
-        int f = event_key(k, kn);
+        int f;
+        if (p < b->lim && known_at(p, want)) {
+            f = KNOWN[want].code;
+            p += KNOWN[want].len;
+            want = KNOWN[want].next;
+        } else {
+            if (!(p = fast_key(b, p, &k, &kn))) return NULL;
+            f = event_key(k, kn);
+            want = KNOWN[known_index(k, kn, KNOWN_EVENT, KNOWN_ARGS)].next;
+        }
         if (f == F_PH) {
             if (*ph || !(p = fast_string(b, p, &s, &n)) || n != 1 || !IS_PHASE[s[0]]) return NULL;
             *ph = s[0];

@@ -18,21 +18,25 @@
 #define COPYPROF_KNOWN_KEYS_H
 
 #if defined(__x86_64__)
-/* The keys, in the order Kineto writes them (a kernel's args, then a memcpy's extra ones, then
- * cpu_op's and cuda_runtime's); each predicts the one after it, the last ones the first. */
+/* The keys, in the order Kineto writes them: an event's members, then its args (a kernel's,
+ * then a memcpy's extra ones, then cpu_op's and cuda_runtime's). Each predicts the one after it
+ * in its group, the last one the first. */
 static const char *const KNOWN_TEXT[] = {
+    "ph", "cat", "name", "pid", "tid", "ts", "dur", "args",
     "queued", "device", "context", "stream", "correlation", "registers per thread", "shared memory",
     "blocks per SM", "warps per SM", "grid", "block", "est. achieved occupancy %",
     "bytes", "memory bandwidth (GB/s)", "External id", "Record function id", "Ev Idx", "cbid",
 };
-enum { N_KNOWN = sizeof KNOWN_TEXT / sizeof *KNOWN_TEXT, KNOWN_NONE = N_KNOWN };
+/* The groups: [KNOWN_EVENT, KNOWN_ARGS) event keys (event_key's codes), [KNOWN_ARGS, N_KNOWN)
+ * args keys (args_key's codes). */
+enum { KNOWN_EVENT = 0, KNOWN_ARGS = 8, N_KNOWN = sizeof KNOWN_TEXT / sizeof *KNOWN_TEXT, KNOWN_NONE = N_KNOWN };
 
 /* A key's text as it stands before its value: '"', the key, '"', ':', ' '. */
 typedef struct {
     __m128i lit[2];  /* the text, zero after it */
     uint32_t need;   /* bit i: byte i belongs to the text */
     int len;         /* its length (at most 32) */
-    int code;        /* args_key's code of the key, -1 for a key the reader does not use */
+    int code;        /* event_key's / args_key's code of the key, -1 for a key the reader does not use */
     int next;        /* the key Kineto writes after it (KNOWN_NONE: none predicted) */
 } Known;
 
@@ -49,12 +53,12 @@ static void known_init(void) {
             memcpy(text + 1, KNOWN_TEXT[i], kn);
             memcpy(text + 1 + kn, "\": ", 3);
             n = kn + 4;
-            KNOWN[i].code = args_key((const unsigned char *)KNOWN_TEXT[i], (Py_ssize_t)kn);
+            KNOWN[i].code = (i < KNOWN_ARGS ? event_key : args_key)((const unsigned char *)KNOWN_TEXT[i], (Py_ssize_t)kn);
         }
         memcpy(KNOWN[i].lit, text, 32);
         KNOWN[i].len = (int)n;
         KNOWN[i].need = n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1;
-        KNOWN[i].next = i + 1 < N_KNOWN ? i + 1 : 0;
+        KNOWN[i].next = i + 1 == KNOWN_ARGS ? KNOWN_EVENT : i + 1 == N_KNOWN ? KNOWN_ARGS : i + 1;
     }
     KNOWN[KNOWN_NONE].next = KNOWN_NONE;
 }
@@ -68,22 +72,29 @@ static ALWAYS_INLINE int known_at(const unsigned char *p, int i) {
     return ((lo | hi << 16) & k->need) == k->need;
 }
 
-/* The index of a key read the long way (to predict the one after it); KNOWN_NONE for others. */
-static int known_index(const unsigned char *k, Py_ssize_t kn) {
-    for (int i = 0; i < N_KNOWN; i++)
+/* The index in [from, to) of a key read the long way (to predict the one after it);
+ * KNOWN_NONE for others. */
+static int known_index(const unsigned char *k, Py_ssize_t kn, int from, int to) {
+    for (int i = from; i < to; i++)
         if (KNOWN[i].len == kn + 4 && memcmp(KNOWN_TEXT[i], k, (size_t)kn) == 0) return i;
     return KNOWN_NONE;
 }
 
-/* Kineto's wider separator between args members, ',' and six spaces before the key's quote. */
-static const unsigned char WIDE_SEP[8] = {',', ' ', ' ', ' ', ' ', ' ', ' ', '"'};
+/* Kineto's other separators between members, ',' then whitespace up to the key's quote:
+ * in args, six spaces; between an event's lines, a newline and four spaces. */
+static const unsigned char WIDE_SEP[8] = {',', ' ', ' ', ' ', ' ', ' ', ' ', '"'},
+                           LINE_SEP[8] = {',', '\n', ' ', ' ', ' ', ' ', '"', 0};
 
-/* Whether the 8 bytes at p are WIDE_SEP (p below the blocks' lim). */
-static ALWAYS_INLINE int wide_sep_at(const unsigned char *p) {
-    uint64_t have, want;
+/* Where the key's quote is after the separator at p, if it is one of these; NULL for
+ * others (p below the blocks' lim, so that 8 bytes are there). */
+static ALWAYS_INLINE const unsigned char *sep_at(const unsigned char *p) {
+    uint64_t have, wide, line;
     memcpy(&have, p, 8);
-    memcpy(&want, WIDE_SEP, 8);
-    return have == want;
+    memcpy(&wide, WIDE_SEP, 8);
+    memcpy(&line, LINE_SEP, 8);
+    if (have == wide) return p + 7;
+    if ((have & 0x00FFFFFFFFFFFFFFULL) == line) return p + 6;
+    return NULL;
 }
 #endif
 
