@@ -9,7 +9,11 @@ import json
 import pytest
 
 from tests.readers.native_cases import check, needs_scanner
-from tests.readers.test_kineto_native_modes import assert_one_result, exact_buffer, scan_in_every_mode  # noqa: F401 - fixture
+from tests.readers.test_kineto_native_modes import (  # noqa: F401 - scan_in_every_mode: a fixture
+    assert_one_result,
+    exact_buffer,
+    scan_in_every_mode,
+)
 
 # One kernel event as Kineto writes it: ", " and ",\n    " between an event's members, the
 # args indented by 12 and ",      " before half of their members.
@@ -55,8 +59,8 @@ def plain() -> bytes:
 
 # Variants of the kernel's text: (old, new) replaced once, at each point the shortcut checks
 # bytes: the key texts (another key, one of a known key's prefix or extension, another case,
-# an escape), the ": " after them, the separators, the values (not numbers, damaged numbers),
-# missing and duplicate members, another order.
+# an escape), the ": " after them, the separators and the args' opening, the values (not
+# numbers, damaged numbers), missing and duplicate members, another order.
 VARIANTS = [
     ('"queued": 0', '"queue": 0'), ('"queued": 0', '"queuedd": 0'), ('"queued": 0', '"Queued": 0'),
     ('"device": 0', '"devic\\u0065": 0'), ('"device": 0', '"device" : 0'), ('"device": 0', '"device":0'),
@@ -83,7 +87,8 @@ VARIANTS = [
     ('1,      "stream"', '1,     "stream"'), ('1,      "stream"', '1,       "stream"'),
     ('1,      "stream"', '1,\t     "stream"'), ('1,      "stream"', '1,\n      "stream"'),
     ('1,      "stream"', '1      ,"stream"'), ('0, "device"', '0,"device"'), ('0, "device"', '0 , "device"'),
-    ('"context": 1,      ', ''), ('"queued": 0, ', ''), ('"device": 0, ', ''), (',      "est. achieved occupancy %": 2', ''),
+    ('"context": 1,      ', ''), ('"queued": 0, ', ''), ('"device": 0, ', ''),
+    (',      "est. achieved occupancy %": 2', ''),
     ('"queued": 0, "device": 0', '"device": 0, "queued": 0'),
     ('"ph": "X", ', ''), ('"ph": "X"', '"ph": "X", "ph": "X"'), ('"ph": "X"', '"p\\u0068": "X"'),
     ('"ph": "X"', '"ph" : "X"'), ('"ph": "X", "cat": "kernel", ', '"cat": "kernel", "ph": "X", '),
@@ -93,6 +98,10 @@ VARIANTS = [
     ('"tid": 7,\n    "ts"', '"tid": 7\n    ,"ts"'), ('"ts": 5155789669013.731', '"ts ": 5155789669013.731'),
     ('"dur": 1.120,\n    "args"', '"dur": 1.120,\n    "arg": {}, "args"'), ('"args": {', '"args" : {'),
     ('"args": {\n', '"args": null, "x": {\n'), ('"args": {', '"args": {"args": 1,'),
+    ('{\n            "queued"', '{\n           "queued"'), ('{\n            "queued"', '{\n             "queued"'),
+    ('{\n            "queued"', '{\n\t           "queued"'), ('{\n            "queued"', '{            "queued"'),
+    ('{\n            "queued"', '{\r            "queued"'),
+    ('{\n            "queued"', '{\n            }, "x": {"queued"'),
 ]
 
 

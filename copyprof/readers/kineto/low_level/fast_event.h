@@ -11,8 +11,9 @@
  * through memory between calls; on Kineto's common events (a kernel has 20 members and 18
  * numbers) that per-token cost was most of the scan. fast_event reads the common shapes in
  * one inlined pass over the chunk's blocks (byte_scan.h: the classes of 64 bytes at a time,
- * held in registers), recognising Kineto's ": " and ", " by their bytes, and leaves anything
- * else to read_event, which reads the event again from its '{'.
+ * held in registers), recognising Kineto's ": " and ", " by their bytes, and its own keys and
+ * wider separators by theirs too (known_keys.h), and leaves anything else to read_event,
+ * which reads the event again from its '{'.
  *
  * The rows are the same by construction: fast_event takes only what read_event reads into
  * the same row, side-table entries and odd counts: keys and strings plain (printable ASCII,
@@ -207,7 +208,9 @@ static ALWAYS_INLINE const unsigned char *fast_args(Blocks *b, const unsigned ch
     const unsigned char *k, *s; Py_ssize_t kn, n;
     uint32_t seen = 0;
     int more;
-    if (*p != '{' || !(p = solid_at(b, p + 1))) return NULL;
+    if (*p != '{') return NULL;
+    if (p < b->lim && args_open_at(p)) p += 14;
+    else if (!(p = solid_at(b, p + 1))) return NULL;
     if (*p == '}') return p + 1;
     if (*p != '"') return NULL;
     int want = KNOWN_ARGS;  /* the known key predicted next (known_keys.h) */

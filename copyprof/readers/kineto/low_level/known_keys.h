@@ -53,7 +53,8 @@ static void known_init(void) {
             memcpy(text + 1, KNOWN_TEXT[i], kn);
             memcpy(text + 1 + kn, "\": ", 3);
             n = kn + 4;
-            KNOWN[i].code = (i < KNOWN_ARGS ? event_key : args_key)((const unsigned char *)KNOWN_TEXT[i], (Py_ssize_t)kn);
+            const unsigned char *key = (const unsigned char *)KNOWN_TEXT[i];
+            KNOWN[i].code = i < KNOWN_ARGS ? event_key(key, (Py_ssize_t)kn) : args_key(key, (Py_ssize_t)kn);
         }
         memcpy(KNOWN[i].lit, text, 32);
         KNOWN[i].len = (int)n;
@@ -95,6 +96,15 @@ static ALWAYS_INLINE const unsigned char *sep_at(const unsigned char *p) {
     if (have == wide) return p + 7;
     if ((have & 0x00FFFFFFFFFFFFFFULL) == line) return p + 6;
     return NULL;
+}
+
+/* Kineto's opening of an args object: '{', a newline, twelve spaces, the first key's quote. */
+static const unsigned char ARGS_OPEN[16] = "{\n            \"";
+
+/* Whether the 15 bytes at p are ARGS_OPEN's (p below the blocks' lim, so that 16 are there). */
+static ALWAYS_INLINE int args_open_at(const unsigned char *p) {
+    __m128i x = _mm_loadu_si128((const __m128i *)p), want = _mm_loadu_si128((const __m128i *)ARGS_OPEN);
+    return ((uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x, want)) & 0x7FFFu) == 0x7FFFu;
 }
 #endif
 
