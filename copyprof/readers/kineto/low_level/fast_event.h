@@ -11,8 +11,9 @@
  * through memory between calls; on Kineto's common events (a kernel has 20 members and 18
  * numbers) that per-token cost was most of the scan. fast_event reads the common shapes in
  * one inlined pass over the chunk's blocks (byte_scan.h: the classes of 64 bytes at a time,
- * held in registers), recognising Kineto's ": " and ", " by their bytes, and leaves anything
- * else to read_event, which reads the event again from its '{'.
+ * held in registers), recognising Kineto's ": " and ", " by their bytes, and its own keys and
+ * wider separators by theirs too (known_keys.h), and leaves anything else to read_event,
+ * which reads the event again from its '{'.
  *
  * The rows are the same by construction: fast_event takes only what read_event reads into
  * the same row, side-table entries and odd counts: keys and strings plain (printable ASCII,
@@ -34,6 +35,8 @@ static int fast_on = 1;          /* off: read_event reads every event (for tests
 static Py_ssize_t fast_read = 0;  /* events fast_event read in the last scan (for tests) */
 
 #if defined(__x86_64__)
+#include "known_keys.h"
+
 /* Four bytes as one word in memory order, to test a few bytes with one load and compare. */
 typedef union { unsigned char b[4]; uint32_t w; } Word;
 static const Word COLON_SPACE = {{':', ' ', 0, 0}}, COMMA_SPACE_QUOTE = {{',', ' ', '"', 0}},
@@ -70,6 +73,8 @@ static ALWAYS_INLINE const unsigned char *fast_next(Blocks *b, const unsigned ch
     if (p >= b->lim) return NULL;
     *more = 1;
     if (bytes_are(p, &COMMA_SPACE_QUOTE, &FIRST3)) return p + 2;
+    const unsigned char *q = sep_at(p);
+    if (q) return q;
     if (!(p = solid_at(b, p))) return NULL;
     if (*p == '}') { *more = 0; return p + 1; }
     if (*p != ',' || !(p = solid_at(b, p + 1)) || *p != '"') return NULL;
@@ -203,12 +208,23 @@ static ALWAYS_INLINE const unsigned char *fast_args(Blocks *b, const unsigned ch
     const unsigned char *k, *s; Py_ssize_t kn, n;
     uint32_t seen = 0;
     int more;
-    if (*p != '{' || !(p = solid_at(b, p + 1))) return NULL;
+    if (*p != '{') return NULL;
+    if (p < b->lim && args_open_at(p)) p += 14;
+    else if (!(p = solid_at(b, p + 1))) return NULL;
     if (*p == '}') return p + 1;
     if (*p != '"') return NULL;
+    int want = KNOWN_ARGS;  /* the known key predicted next (known_keys.h) */
     do {
-        if (!(p = fast_key(b, p, &k, &kn))) return NULL;
-        int code = args_key(k, kn);
+        int code;
+        if (p < b->lim && known_at(p, want)) {
+            code = KNOWN[want].code;
+            p += KNOWN[want].len;
+            want = KNOWN[want].next;
+        } else {
+            if (!(p = fast_key(b, p, &k, &kn))) return NULL;
+            code = args_key(k, kn);
+            want = KNOWN[known_index(k, kn, KNOWN_ARGS, N_KNOWN)].next;
+        }
         if (code >= 0) {
             if (seen & (1u << code)) return NULL;
             seen |= 1u << code;
@@ -235,9 +251,18 @@ static ALWAYS_INLINE const unsigned char *fast_members(Blocks *b, const unsigned
     uint32_t seen = 0;
     int more, early = 0;  /* early: a field came before "ph" */
     if (!(p = solid_at(b, p + 1)) || *p != '"') return NULL;  /* "{}": read_event declines it */
+    int want = KNOWN_EVENT;  /* the known key predicted next (known_keys.h) */
     do {
-        if (!(p = fast_key(b, p, &k, &kn))) return NULL;
-        int f = event_key(k, kn);
+        int f;
+        if (p < b->lim && known_at(p, want)) {
+            f = KNOWN[want].code;
+            p += KNOWN[want].len;
+            want = KNOWN[want].next;
+        } else {
+            if (!(p = fast_key(b, p, &k, &kn))) return NULL;
+            f = event_key(k, kn);
+            want = KNOWN[known_index(k, kn, KNOWN_EVENT, KNOWN_ARGS)].next;
+        }
         if (f == F_PH) {
             if (*ph || !(p = fast_string(b, p, &s, &n)) || n != 1 || !IS_PHASE[s[0]]) return NULL;
             *ph = s[0];

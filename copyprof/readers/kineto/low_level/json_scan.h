@@ -134,7 +134,9 @@ static inline int lex_string(Cur *c, const unsigned char **s, Py_ssize_t *len, i
 
 /* Digit runs go byte by byte: Kineto's numbers are short, and a loop whose exit the CPU
  * predicts lets it run ahead to the next token, where counting the digits of a word at
- * once (tried) puts the count on the path to the next token's address and was slower. */
+ * once (tried) puts the count on the path to the next token's address and was slower
+ * (tried again for fast_event's ids, 16 bytes at once and the value eight digits at a time:
+ * 280 -> 298 ns per kernel event; for the values it skips: no change). */
 
 /* The run of ASCII digits from p on (before end): its length in *n, and its value, exact
  * when *n <= 19 (callers reject longer runs). */

@@ -347,5 +347,8 @@ PyMODINIT_FUNC PyInit_scanner(void) {
     json_scan_init();
     for (const char *ph = PHASES; *ph; ph++) IS_PHASE[(unsigned char)*ph] = 1;
     simd_use(simd_best());
+#if defined(__x86_64__)
+    known_init();
+#endif
     return PyModule_Create(&MODULE);
 }
