@@ -62,6 +62,7 @@ static void known_init(void) {
         KNOWN[i].next = i + 1 == KNOWN_ARGS ? KNOWN_EVENT : i + 1 == N_KNOWN ? KNOWN_ARGS : i + 1;
     }
     KNOWN[KNOWN_NONE].next = KNOWN_NONE;
+    KNOWN[KNOWN_NONE].code = -1;  /* never matched (a member starts at its key's quote), and no code if it were */
 }
 
 /* Whether the 32 bytes at p begin with key i's text (p below the blocks' lim, so that 32
