@@ -36,6 +36,29 @@ def serial_blas() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+def reuse_freed_memory() -> None:
+    """glibc's malloc: allocations under 32 MB come from the heap, and what is freed stays there
+    for the next ones (M_MMAP_THRESHOLD, M_TRIM_THRESHOLD), instead of each multi-MB array of the
+    read and the analysis mapping fresh pages and unmapping them when freed: a fresh page costs a
+    fault (~0.5 ms per MB measured on a 2-core VM; a cold report faulted 63k pages, 51k with this).
+    The peak RSS stays the same: freed memory is used again, not kept beside new. Forked decode
+    workers inherit it; a program started with exec does not. Elsewhere (no glibc) nothing changes."""
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):  # not a POSIX confstr, or no such name here
+        return
+    if not libc.startswith("glibc"):
+        return
+    import ctypes  # numpy imports it too
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: glibc's largest (64-bit); setting it also stops it moving
+    mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD
+
+
 class CommandList(click.Group):
     """The explicit command list above, each module imported when its command is used."""
 
@@ -47,6 +70,7 @@ class CommandList(click.Group):
             return None
         if cmd_name not in STARTS_PROGRAMS:
             serial_blas()
+            reuse_freed_memory()
         module, attr = COMMANDS[cmd_name]
         return getattr(importlib.import_module(module), attr)
 
