@@ -20,7 +20,7 @@ from copyprof.events import make_table
 from copyprof.readers import files as source
 from copyprof.readers.discover import discover
 from copyprof.readers.kineto import read_kineto
-from copyprof.readers.kineto.pool import ChunkPool, available_cores, make_pool
+from copyprof.readers.kineto.pool import ChunkPool, available_cores, in_room, make_pool
 from copyprof.readers.kineto.reader import table_frame
 from copyprof.reading import decode_pool, read_sources
 from tests.conftest import run_cli
@@ -113,6 +113,35 @@ def test_pieces_larger_than_a_slot_are_decoded_in_the_parent(tmp_path, monkeypat
     monkeypatch.setattr(source, "BLOCK_SIZE", 32 << 10)
     with ChunkPool(2, slot_size=40 << 10) as small:  # some pieces (block + leftover) exceed a slot
         _same(serial, read_kineto(path, small))
+
+
+def test_results_too_large_for_their_room_come_whole_through_the_pipe(tmp_path, monkeypatch):
+    path = str(_tricky_trace(tmp_path / "rooms.pt.trace.json.gz", n=3000))
+    serial = read_kineto(path)
+    monkeypatch.setattr(source, "BLOCK_SIZE", 32 << 10)
+    with ChunkPool(2, room_size=4 << 10) as cramped:  # a piece's columns need more than 4 KB
+        _same(serial, read_kineto(path, cramped))
+
+
+def test_a_result_in_its_room_reads_back_the_same(tmp_path):
+    """What a worker sends: the pickle without the arrays, and where their bytes are in the room;
+    loaded with views of the room, the result is the one decoded. Too small a room: sent whole."""
+    import mmap
+    import pickle
+
+    from copyprof.readers.kineto.native import decode_columns
+
+    text = json.dumps([_x(f"kernel_{i % 5}", 10.0 + i, i, grid=[i % 9 + 1, 1, 1]) for i in range(500)]).encode()
+    result = decode_columns(text)
+    room = mmap.mmap(-1, 1 << 20)
+    status, head, spans = in_room(result, room)
+    assert status == "room" and spans and all(at % 64 == 0 for at, _ in spans)
+    back = pickle.loads(head, buffers=[memoryview(room)[at : at + n] for at, n in spans])
+    assert back.names == result.names and back.cols.keys() == result.cols.keys()
+    for key, col in result.cols.items():
+        assert back.cols[key].dtype == col.dtype and back.cols[key].tolist() == col.tolist()
+    assert back.counts.tolist() == result.counts.tolist() and back.name_codes.tolist() == result.name_codes.tolist()
+    assert in_room(result, mmap.mmap(-1, 256)) == ("ok", result)
 
 
 def test_a_header_larger_than_a_slot_leaves_the_slots_to_the_pieces(tmp_path, monkeypatch):

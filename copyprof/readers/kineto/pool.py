@@ -24,6 +24,7 @@ from __future__ import annotations
 import mmap
 import multiprocessing as mp
 import os
+import pickle
 import signal
 import traceback
 from collections import deque
@@ -49,6 +50,7 @@ MIN_PARALLEL_BYTES = 16 << 20  # below this much (uncompressed estimate) a pool 
 # benchmarks/README.md; a third gave no more. The read's 4 MB more resident is below the
 # analysis' peak.
 SPARE_SLOTS = 2
+RESULT_ROOM = 16 << 20  # virtual size of a slot's result room; a 4 MB piece's columns take ~0.2 MB
 RESULT_PIPE_BYTES = 1 << 20  # two pieces' results; Linux's default limit for a pipe an unprivileged process sizes
 
 
@@ -60,8 +62,9 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _worker(tasks: Connection, results: Connection, slots: list[mmap.mmap]) -> None:
-    """Loop: (slot, length) in, ("ok", ChunkResult) | ("bad", reason) | ("error", tb) out."""
+def _worker(tasks: Connection, results: Connection, slots: list[mmap.mmap], rooms: list[mmap.mmap]) -> None:
+    """Loop: (slot, length) in, ("room", pickle, spans) | ("ok", ChunkResult) | ("bad", reason) |
+    ("error", tb) out (:func:`in_room`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it stops us on Ctrl-C
     _as_batch_work()
     while True:
@@ -74,7 +77,7 @@ def _worker(tasks: Connection, results: Connection, slots: list[mmap.mmap]) -> N
         slot, length = msg
         view = memoryview(slots[slot])[:length]
         try:
-            out: tuple[str, Any] = ("ok", decode_columns(view))
+            out: tuple[Any, ...] = in_room(decode_columns(view), rooms[slot])
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             out = ("bad", str(exc))
         except Exception:  # noqa: BLE001 - reported by the parent with the worker's traceback
@@ -82,6 +85,27 @@ def _worker(tasks: Connection, results: Connection, slots: list[mmap.mmap]) -> N
         finally:
             view.release()
         results.send(out)
+
+
+def in_room(result: ChunkResult, room: mmap.mmap) -> tuple[Any, ...]:
+    """The result as a message whose arrays' bytes are in the slot's result room: ("room",
+    the pickle without them, their (offset, size) in the room). Why: pickled whole, every column
+    was copied into the pickle, through the pipe and out of it again (~50 MB per GB, both sides);
+    out of band (pickle protocol 5) the arrays are copied once, into memory the parent reads them
+    from, and it copies them into its table from there. The room is this slot's own, and the
+    parent takes each result before it hands the slot out again (ChunkPool.read_chunks), so a
+    result is never overwritten while it is read. ("ok", result) when they do not fit."""
+    buffers: list[pickle.PickleBuffer] = []
+    head = pickle.dumps(result, protocol=5, buffer_callback=buffers.append)
+    spans, at = [], 0
+    for buf in buffers:
+        raw = buf.raw()
+        if at + raw.nbytes > len(room):
+            return ("ok", result)
+        room[at : at + raw.nbytes] = raw
+        spans.append((at, raw.nbytes))
+        at += -(-raw.nbytes // 64) * 64  # each array 64-byte aligned, as numpy allocates them
+    return ("room", head, spans)
 
 
 def _as_batch_work() -> None:
@@ -113,16 +137,18 @@ class ChunkPool:
     many pieces in flight, so memory stays flat whatever the file size: each in-flight 4 MB
     piece is resident in this process)."""
 
-    def __init__(self, jobs: int, slot_size: int = SLOT_SIZE) -> None:
+    def __init__(self, jobs: int, slot_size: int = SLOT_SIZE, room_size: int = RESULT_ROOM) -> None:
         self.jobs = jobs
         self.slot_size = slot_size
         self.slots: list[mmap.mmap] = []
+        self.rooms: list[mmap.mmap] = []  # each slot's result room (in_room)
         self._tasks: list[Connection] = []
         self._results: list[Connection] = []
         self._procs: list[Any] = []
         try:
             for _ in range(jobs + SPARE_SLOTS):
                 self.slots.append(mmap.mmap(-1, slot_size))
+                self.rooms.append(mmap.mmap(-1, room_size))
             ctx = mp.get_context("fork")
             for _ in range(jobs):
                 task_in, task_out = ctx.Pipe(duplex=False)
@@ -130,7 +156,7 @@ class ChunkPool:
                 self._tasks.append(task_out)
                 self._results.append(result_in)
                 _make_room(result_out)
-                proc = ctx.Process(target=_worker, args=(task_in, result_out, self.slots), daemon=True,
+                proc = ctx.Process(target=_worker, args=(task_in, result_out, self.slots, self.rooms), daemon=True,
                                    name="copyprof-decode")
                 try:
                     proc.start()
@@ -161,12 +187,12 @@ class ChunkPool:
                 proc.join(timeout=2)
         for conn in (*self._tasks, *self._results):
             conn.close()
-        for slot in self.slots:
+        for mapping in (*self.slots, *self.rooms):
             try:
-                slot.close()
+                mapping.close()
             except BufferError:  # a view survived an interrupted read; the mapping dies with us
                 pass
-        self._tasks, self._results, self._procs, self.slots = [], [], [], []
+        self._tasks, self._results, self._procs, self.slots, self.rooms = [], [], [], [], []
 
     def read_chunks(self, blocks: BlockStream, state: StreamState) -> Iterator[ChunkResult]:
         """The serial reader's ``stream_event_chunks(blocks, decode_columns, state)``, in parallel.
@@ -235,9 +261,9 @@ class ChunkPool:
         """Give the slots' pages back once a file is read (16 MB at --jobs 2, while the file's
         table is built); the next file's pieces fault them in again. Best effort: without
         MADV_REMOVE (not Linux) the pages stay until the pool closes."""
-        for slot in self.slots:
+        for mapping in (*self.slots, *self.rooms):
             try:
-                slot.madvise(mmap.MADV_REMOVE)
+                mapping.madvise(mmap.MADV_REMOVE)
             except (AttributeError, OSError, ValueError):
                 return
 
@@ -246,11 +272,14 @@ class ChunkPool:
         """Collect the oldest piece's result and pass it through the merger."""
         piece, worker, slot = inflight.popleft()
         try:
-            status, payload = self._results[worker].recv()
+            status, payload, *rest = self._results[worker].recv()
         except (EOFError, OSError) as exc:
             raise CopyprofError(f"a decode worker process died ({exc}); try --jobs 1") from exc
         if status == "error":
             raise CopyprofError(f"a decode worker failed:\n{payload}")
+        if status == "room":  # the arrays are views of the room until the reader has taken them
+            status, payload = "ok", pickle.loads(payload, buffers=[memoryview(self.rooms[slot])[a : a + n]
+                                                                    for a, n in rest[0]])
         result = merger.settle(piece, lambda: _payload(status, payload))  # copies the text if it failed
         piece.data.release()  # type: ignore[union-attr]
         free.append(slot)
