@@ -12,7 +12,7 @@ setup(
             "copyprof.readers.kineto.low_level.scanner",
             sources=["copyprof/readers/kineto/low_level/scan.c"],
             depends=[f"copyprof/readers/kineto/low_level/{h}.h"
-                     for h in ("json_scan", "interner", "byte_scan", "values", "fast_event", "known_keys", "kept")],
+                     for h in ("json_scan", "interner", "byte_scan", "values", "fast_event", "known_keys", "name_guess", "kept")],
             extra_compile_args=["-O2"],
             optional=True,
         )

@@ -183,7 +183,12 @@ static ALWAYS_INLINE const unsigned char *fast_dims(Blocks *b, const unsigned ch
 typedef struct {
     const unsigned char *cat, *name;
     Py_ssize_t cat_n, name_n;
+    const Tables *t;        /* for fast_name's guess */
+    int32_t name_code;      /* the name's code where fast_name's guess held, else -1 */
+    Py_ssize_t name_slot;   /* the name's slot in t->next_name, -1 none */
 } Pending;
+
+#include "name_guess.h"
 
 typedef struct {
     int n;
@@ -271,7 +276,7 @@ static ALWAYS_INLINE const unsigned char *fast_members(Blocks *b, const unsigned
             seen |= 1u << f;
             switch (f) {
             case F_CAT: p = fast_string(b, p, &e->cat, &e->cat_n); break;
-            case F_NAME: p = fast_string(b, p, &e->name, &e->name_n); break;
+            case F_NAME: p = fast_name(b, p, e); break;
             case F_PID: p = int_at(p, b->lim, &r->pid); break;
             case F_TID: p = int_at(p, b->lim, &r->tid); break;
             case F_TS: p = float_at(p, b->lim, &r->ts); break;
@@ -296,7 +301,7 @@ static ALWAYS_INLINE const unsigned char *fast_members(Blocks *b, const unsigned
 static int fast_event(Cur *c, Blocks *blocks, Row *r, Tables *t, int *is_x) {
     if (c->p >= blocks->lim) return FAST_LEFT;
     Blocks b = *blocks;  /* in registers while the event is read */
-    Pending e = {.cat = NULL};
+    Pending e = {.cat = NULL, .t = t, .name_code = -1, .name_slot = -1};
     Raw raw;
     int ph = 0;
     raw.n = 0;
@@ -306,10 +311,13 @@ static int fast_event(Cur *c, Blocks *blocks, Row *r, Tables *t, int *is_x) {
     if (!p || !ph || (ph == 'X' && !e.name)) return FAST_LEFT;
     *is_x = (ph == 'X');
     if (*is_x) {
-        if ((e.cat && (r->cat = intern(&t->cats, e.cat, e.cat_n)) < 0) || (r->name = intern(&t->names, e.name, e.name_n)) < 0) {
+        if ((e.cat && (r->cat = intern(&t->cats, e.cat, e.cat_n)) < 0) ||
+            (r->name = e.name_code >= 0 ? e.name_code : intern(&t->names, e.name, e.name_n)) < 0) {
             PyErr_NoMemory();
             return -2;
         }
+        if (e.name_slot >= 0) t->next_name[e.name_slot] = r->name + 1;
+        t->last_name = r->name;
         for (int i = 0; i < raw.n; i++) {
             c->p = raw.text[i].end;
             if (note_side(c, t, raw.text[i].field, raw.text[i].start) < 0) return -1;

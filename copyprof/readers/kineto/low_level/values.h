@@ -46,12 +46,18 @@ enum { S_PID = N_INTS, S_TID, S_TS, S_DUR, S_DIMS, S_TYPES };
  * integer args in A_* order, then args.kind, args.grid, args.block. */
 enum { O_CAT, O_NAME, O_PID, O_TID, O_TS, O_DUR, O_ARGS, O_ARG0, O_KIND = O_ARG0 + N_INTS, O_GRID, O_BLOCK, N_ODD };
 
+#define NEXT_NAME_BITS 10
+
 typedef struct {
     Interner cats, names;
     Side *side;
     Py_ssize_t n_side, cap_side;
     Py_ssize_t row;  /* index of the event being read among the complete ones */
     int64_t odd[N_ODD];
+    /* fast_event's guesses of names (name_guess.h): code + 1 (0: none) of the name read last
+     * after last_name among those that begin with the same 32 bytes, by name_slot */
+    int32_t last_name;
+    int32_t next_name[1 << NEXT_NAME_BITS];
 } Tables;
 
 /* Code in ODD_FIELDS of a Side.field code (args ids, then S_PID, S_TID, S_TS, S_DUR). */
