@@ -50,6 +50,18 @@ DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.er
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BLOCK_SIZE = 4 << 20  # the unit readers decode at once (one piece of the event array)
+# Larger documents are cut into larger pieces: each piece costs the reader a fixed share (its
+# cut, its result's message, its columns joined to the table), and a 1 GB trace in 6 MB pieces
+# read 0.977x the time in 4 MB ones (16 alternating rounds, same output and peak RSS); 125 MB
+# ranks in 6 MB pieces were 1.03x slower (fewer pieces to keep the decode workers busy at a
+# file's start and end), so smaller documents keep 4 MB.
+LARGE_BLOCK_SIZE = 6 << 20
+LARGE_DOCUMENT = 768 << 20
+
+
+def piece_size(uncompressed: int) -> int:
+    """The piece size for a document of ``uncompressed`` bytes (json_size's hint)."""
+    return LARGE_BLOCK_SIZE if uncompressed >= LARGE_DOCUMENT else BLOCK_SIZE
 READ_SIZE = 1 << 20  # uncompressed bytes per read (plain files); gzip reads 1/16 of it
 
 

@@ -115,6 +115,26 @@ def test_pieces_larger_than_a_slot_are_decoded_in_the_parent(tmp_path, monkeypat
         _same(serial, read_kineto(path, small))
 
 
+def test_large_documents_are_cut_into_larger_pieces_with_the_same_table(tmp_path, pool, monkeypatch):
+    path = str(_tricky_trace(tmp_path / "large.pt.trace.json.gz", n=3000))
+    serial = read_kineto(path)
+    sizes = []
+    real = source.BlockStream.__init__
+
+    def spy(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - BlockStream's own signature
+        real(self, *args, **kwargs)
+        sizes.append(self.block_size)
+
+    monkeypatch.setattr(source.BlockStream, "__init__", spy)
+    monkeypatch.setattr(source, "BLOCK_SIZE", 16 << 10)
+    monkeypatch.setattr(source, "LARGE_BLOCK_SIZE", 48 << 10)
+    assert source.piece_size(source.LARGE_DOCUMENT - 1) == 16 << 10
+    assert source.piece_size(source.LARGE_DOCUMENT) == 48 << 10
+    monkeypatch.setattr(source, "LARGE_DOCUMENT", 0)  # every document counts as large here
+    _same(serial, read_kineto(path, pool))
+    assert sizes == [48 << 10]
+
+
 def test_results_too_large_for_their_room_come_whole_through_the_pipe(tmp_path, monkeypatch):
     path = str(_tricky_trace(tmp_path / "rooms.pt.trace.json.gz", n=3000))
     serial = read_kineto(path)

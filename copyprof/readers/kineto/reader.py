@@ -37,7 +37,7 @@ from copyprof.events import (
     narrowest_int,
     rank_column,
 )
-from copyprof.readers.files import DECOMPRESS_ERRORS, BlockStream, json_size, open_binary
+from copyprof.readers.files import DECOMPRESS_ERRORS, BlockStream, json_size, open_binary, piece_size
 from copyprof.readers.kineto.chunk import ODD_FIELDS, ChunkResult, odd_fields_note
 from copyprof.readers.kineto.columns import Event, columnize, convert_event, gc_paused
 from copyprof.readers.kineto.merged import split_ranks
@@ -208,9 +208,10 @@ def read_kineto(path: str, pool: ChunkPool | None = None) -> list[Trace]:
 
     With ``pool`` the chunks are decoded in its worker processes; the table is the same.
     """
-    stream = BlockStream(path)
+    size = json_size(path)
+    stream = BlockStream(path, piece_size(size))
     state = StreamState()
-    cols = _Accumulator(json_size(path) // 256)  # room for ~1 row per 256 B (measured: 1 per 590-910)
+    cols = _Accumulator(size // 256)  # room for ~1 row per 256 B (measured: 1 per 590-910)
     partial: str | None = None
     try:
         chunks = (pool.read_chunks(stream, state) if pool is not None
