@@ -27,6 +27,24 @@ def distinct(values: Any, axis: int | None = None) -> np.ndarray:
     return np.unique(values, return_counts=True, axis=axis)[0]
 
 
+def dense_index(keys: np.ndarray, bound: int) -> np.ndarray | None:
+    """Each key's position in ``keys`` (sorted, unique, non-negative integers) at index key, -1
+    elsewhere and in a last entry that :func:`positions_in` sends other values to: a gather per
+    value instead of a binary search (1.2 M correlation ids: 10 -> 3 ms). None where the largest
+    key is not below ``bound`` (a table's row count: the index is then no larger than a 4-byte
+    column of it); the caller searches instead."""
+    if not len(keys) or int(keys[0]) < 0 or int(keys[-1]) >= bound:
+        return None
+    index = np.full(int(keys[-1]) + 2, -1, dtype=np.int32)
+    index[keys] = np.arange(len(keys), dtype=np.int32)
+    return index
+
+
+def positions_in(index: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each value's position among :func:`dense_index`'s keys, -1 where it is none of them."""
+    return index[np.where((values >= 0) & (values < len(index) - 1), values, len(index) - 1)]
+
+
 def group_ids(*keys: np.ndarray | Categorical, sort: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Each row's group id over the combined ``keys``, and each group's first row.
 

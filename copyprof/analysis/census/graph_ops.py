@@ -10,7 +10,7 @@ import numpy as np
 
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
 from copyprof.columns import Columns
-from copyprof.grouping import distinct
+from copyprof.grouping import dense_index, distinct, positions_in
 from copyprof.taxonomy.copies import is_graph_launch
 
 
@@ -28,11 +28,16 @@ def graph_replayed(events: Columns, rows: np.ndarray) -> np.ndarray:
     launched = distinct(corr[graph_calls])
     if not len(launched):
         return out
-    # Membership by binary search in the few launches' ids, a block of rows at a time: np.isin
-    # sorts both sides together, and even the search's int64 positions over all of a 1 GB
-    # trace's ~1 M ops were ~17 MB of temporaries at the analysis' memory peak (memray).
+    # Membership through an index of the launches' ids where they are dense, else by binary
+    # search in them, a block of rows at a time: np.isin sorts both sides together, and even the
+    # search's int64 positions over all of a 1 GB trace's ~1 M ops were ~17 MB of temporaries
+    # at the analysis' memory peak (memray).
+    index = dense_index(launched, len(corr))
     for lo in range(0, len(rows), ROWS_PER_PASS):
         mine = corr[rows[lo : lo + ROWS_PER_PASS]]
+        if index is not None:
+            out[lo : lo + ROWS_PER_PASS] = positions_in(index, mine) >= 0
+            continue
         at = np.searchsorted(launched, mine)
         np.minimum(at, len(launched) - 1, out=at)
         out[lo : lo + ROWS_PER_PASS] = (launched[at] == mine) & (mine >= 0)

@@ -12,7 +12,7 @@ import numpy as np
 
 from copyprof.analysis.steps.rows import ROWS_PER_PASS, positions, step_dtype
 from copyprof.columns import Columns
-from copyprof.grouping import distinct
+from copyprof.grouping import dense_index, distinct, positions_in
 from copyprof.taxonomy.copies import d2d_mask
 
 
@@ -89,12 +89,12 @@ def _assign_gpu_steps(corr: np.ndarray, gpu_mask: np.ndarray, step_of: np.ndarra
     """Set ``step_of`` of the GPU ops whose correlation id is in ``keys`` (sorted, unique) to its
     step; returns, block by block, the positions of those that only another thread's call claimed."""
     from_other = []
-    index = _dense_index(keys, len(corr))
+    index = dense_index(keys, len(corr))
     for lo in range(0, len(corr), ROWS_PER_PASS):  # blockwise: the lookups' temporaries stay small
         gpu = lo + np.flatnonzero(gpu_mask[lo : lo + ROWS_PER_PASS])
         ids = corr[gpu]
         if index is not None:
-            at = index[np.where((ids >= 0) & (ids < len(index) - 1), ids, len(index) - 1)]
+            at = positions_in(index, ids)
             hit = at >= 0
         else:
             at = np.clip(np.searchsorted(keys, ids), 0, len(keys) - 1)
@@ -103,18 +103,6 @@ def _assign_gpu_steps(corr: np.ndarray, gpu_mask: np.ndarray, step_of: np.ndarra
         if by_other.any():
             from_other.append(gpu[hit][by_other[at[hit]]])
     return from_other
-
-
-def _dense_index(keys: np.ndarray, rows: int) -> np.ndarray | None:
-    """Each id's position in ``keys`` (sorted, unique, >= 0) at index id, -1 elsewhere and in a
-    last entry that ids out of range are sent to: a lookup per GPU op instead of a binary
-    search (10 -> 3 ms over 1.2 M ops). Only where the ids are dense enough that the index is
-    no larger than a 4-byte column of the table; None otherwise (the search is used)."""
-    if not len(keys) or int(keys[0]) < 0 or int(keys[-1]) >= rows:
-        return None
-    index = np.full(int(keys[-1]) + 2, -1, dtype=np.int32)
-    index[keys] = np.arange(len(keys), dtype=np.int32)
-    return index
 
 
 def _claim(rt_step: np.ndarray, starts: np.ndarray, lo_ns: np.ndarray, hi_ns: np.ndarray, index: np.ndarray) -> None:
