@@ -6,6 +6,8 @@ on random keys with ties, missing values and repeated groups.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from copyprof.columns import Categorical, Columns, constant
-from copyprof.grouping import commonest, commonest_text, distinct, group_ids, group_rows, median_of
+from copyprof.grouping import commonest, commonest_text, distinct, group_ids, group_rows, median, median_of
 from copyprof.events import EventTableBuilder
 
 _keys = st.lists(st.sampled_from(["b", "a", "c", "", "dd"]), min_size=1, max_size=60)
@@ -176,3 +178,19 @@ def test_distinct_is_numpys_unique(values):
     np.testing.assert_array_equal(distinct(ints), np.unique(ints))
     pairs = np.stack([ints, ints % 3], axis=1) if len(ints) else np.zeros((0, 2), dtype=np.int64)
     np.testing.assert_array_equal(distinct(pairs, axis=0), np.unique(pairs, axis=0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-1e9, 1e9) | st.integers(-10**6, 10**6).map(float), max_size=41), st.booleans())
+def test_median_is_numpys_median(values, as_ints):
+    # The same value and type as np.median: odd and even lengths, ties, ints, floats; NaN and
+    # empty go to np.median itself.
+    arr = np.array([int(v) for v in values], dtype=np.int64) if as_ints else np.array(values, dtype=float)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the median of nothing warns, in both
+        ours, theirs = median(arr), np.median(arr)
+    assert type(ours) is type(theirs)
+    assert ours == theirs or (ours != ours and theirs != theirs)
+    if len(arr) and not as_ints:
+        with_nan = np.append(arr, np.nan)
+        assert np.isnan(median(with_nan)) and np.isnan(np.median(with_nan))

@@ -68,14 +68,17 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
             check_health(a, all_steps)
     kernels = _kernel_candidates_then_release(head, graph)
     sites = copy_speed(head.census, peak)  # here: the child's share and this one's take about as long
+    # What needs no copy figures is worked out before waiting for them.
+    per_step, estimates = per_step_medians(head), estimate(head.census) if layout is not None else []
+    by_rank, series, steps_timeline = {str(a.rank): per_step_medians(a) for a in analyses}, step_series(head), timeline(head)
     copy_figures = figures.result()
     decode_n = len(head.census.per_step) if not head.census.per_step.empty else len(head.steps.decode)
     report = RunReport(
         path=path, format=meta.format, flavour=meta.flavour, ranks=ranks,
         layout=Layout(**layout.to_json()) if layout is not None else None,
         steps=StepsInfo(decode=int(decode_n), excluded=int(len(head.steps.table) - decode_n), rule=head.steps.rule),
-        per_step=per_step_medians(head),
-        estimate=estimate(head.census) if layout is not None else [],
+        per_step=per_step,
+        estimate=estimates,
         headline_rank=head_rank, device=device_label(meta.devices), peak_gbps=peak,
         sites=sites,
         attribution=head.census.attribution,
@@ -83,11 +86,11 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         notes=head.steps.notes + head.census.notes + rank_warnings(
             [(a.rank, [a.overhead.message] if a.overhead and a.overhead.message else []) for a in analyses]),
         rank_agreement=rank_agreement(analyses),
-        by_rank={str(a.rank): per_step_medians(a) for a in analyses},
+        by_rank=by_rank,
         warnings=_warnings(analyses, rank_traces),
         metadata=_run_metadata(path, meta.metadata),
-        step_series=step_series(head),
-        timeline=timeline(head),
+        step_series=series,
+        timeline=steps_timeline,
         by_source=copy_figures.by_source,
         source_entries=copy_figures.source_entries, source_match=match,
         completeness=_run_completeness(head, analyses), launch_overhead=head.overhead,
@@ -98,10 +101,14 @@ def analyze_run(traces: list[Trace], path: str, layout: ModelLayout | None, *, r
         report.notes.append("no pure-decode steps found: figures are empty (--all-steps counts the "
                             f"{len(head.steps.table)} other step(s))")
     _add_run_files(report, path)
-    report.setup = run_setup(report.metadata, device=report.device, tokens=report.per_step.tokens,
-                             graph_launches=meta.graph_launches, layout_name=layout.name if layout else None,
-                             dtype_bytes=layout.dtype_bytes if layout else None)
+    _add_setup(report, meta.graph_launches, layout)
     return report
+
+
+def _add_setup(report: RunReport, graph_launches: int, layout: ModelLayout | None) -> None:
+    report.setup = run_setup(report.metadata, device=report.device, tokens=report.per_step.tokens,
+                             graph_launches=graph_launches, layout_name=layout.name if layout else None,
+                             dtype_bytes=layout.dtype_bytes if layout else None)
 
 
 class CopyFigures(NamedTuple):

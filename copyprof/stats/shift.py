@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from copyprof.grouping import median
 from copyprof.stats.quantiles import norm_ppf, t_ppf
 from copyprof.stats.ranks import achieved_alpha, depth, diff_order_stats, hl_two_sample, walsh_median, walsh_order_stats
 
@@ -156,7 +157,7 @@ def robust_noise(x: np.ndarray) -> float:
     because scipy's argument handling costs ~1 ms a call, which dominates simulations.
     """
     x = np.asarray(x, dtype=float)
-    return float(_MAD_TO_SD * np.median(np.abs(x - np.median(x)))) if x.size else math.nan
+    return float(_MAD_TO_SD * median(np.abs(x - median(x)))) if x.size else math.nan
 
 
 def shift_estimate(baseline: np.ndarray, candidate: np.ndarray, *, paired: bool = False,

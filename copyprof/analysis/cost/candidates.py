@@ -31,7 +31,7 @@ from copyprof.analysis.census.copy_sites import METADATA, MLP_OUTPUT, OTHER, PLA
 from copyprof.analysis.results import Candidate
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
 from copyprof.columns import Columns
-from copyprof.grouping import commonest_text, distinct, first_seen_codes, group_ids, group_rows, known_floats
+from copyprof.grouping import commonest_text, distinct, first_seen_codes, group_ids, group_rows, known_floats, median
 from copyprof.vocabulary import CandidateForm, Role
 
 CHANGES = {
@@ -91,7 +91,7 @@ def copy_candidates(copies: Columns, per_step: Columns, *, graph: bool) -> list[
     step = copies["step"]
     all_steps = per_step["step"] if not per_step.empty else distinct(step)
     period = known_floats(per_step["period_ns"]) / 1e6 if "period_ns" in per_step else np.array([])
-    period_med = float(np.median(period)) if len(period) else None
+    period_med = float(median(period)) if len(period) else None
     noise = _period_noise(period)
     out = []
     gid, keys = copy_groups(copies)
@@ -105,8 +105,8 @@ def copy_candidates(copies: Columns, per_step: Columns, *, graph: bool) -> list[
         kernel = _per_step_ms(step[g], dur[g], all_steps)
         replayed = in_graph[g]
         gap = _per_step_ms(step[g], np.where(replayed, gap_ns[g], 0), all_steps)
-        removable = float(np.median(kernel))
-        with_gap = float(np.median(kernel + gap)) if replayed.any() else removable
+        removable = float(median(kernel))
+        with_gap = float(median(kernel + gap)) if replayed.any() else removable
         role = Role(str(role_of[g[0]]))
         source = commonest_text(sources[g]) if sources is not None else None
         layers = sorted(int(x) for x in distinct(layer[g]) if x > 0)
@@ -143,7 +143,7 @@ def kernel_candidates(events: Columns, rows: np.ndarray | None, op_first: np.nda
         return []
     all_steps = per_step["step"] if not per_step.empty else op_steps  # op_steps: ascending, each with ops
     period = known_floats(per_step["period_ns"]) / 1e6 if "period_ns" in per_step else np.array([])
-    period_med = float(np.median(period)) if len(period) else None
+    period_med = float(median(period)) if len(period) else None
     noise = _period_noise(period)
     k_rows = rows[at]
     k_step = op_steps[np.searchsorted(op_first, at, side="right") - 1]
@@ -153,7 +153,7 @@ def kernel_candidates(events: Columns, rows: np.ndarray | None, op_first: np.nda
     for code, g in zip(k_codes.tolist(), group_rows(k_group.ravel(), len(k_codes))):
         name = str(names[code])
         is_pure = _pure_copy(name)
-        ms = float(np.median(_per_step_ms(k_step[g], k_dur[g], all_steps)))
+        ms = float(median(_per_step_ms(k_step[g], k_dur[g], all_steps)))
         out.append(Candidate(
             form=CandidateForm.KERNEL, role=Role.ELEMENTWISE_COPY, source=None, stack=[], layers=[], kinds=[], bytes=[], shape="",
             producer=kernel_label(name), per_step=len(g) / max(len(all_steps), 1),
