@@ -44,6 +44,29 @@ def median(values: Any) -> Any:
     return np.mean(np.partition(arr, [half - 1, half])[half - 1 : half + 1])
 
 
+def percentile(values: Any, q: float) -> Any:
+    """``np.percentile(values, q)`` (its linear method), the same value, for a 1-D array of
+    integers or float64 without NaN: the two order statistics around index (n - 1) * q / 100
+    from np.partition, then numpy's own interpolation (its ``_lerp``: from the lower value below
+    half way, from the upper one from half way on). Why, and what else goes to numpy: as
+    :func:`median`."""
+    arr = np.asarray(values)
+    if arr.ndim != 1 or not len(arr) or arr.dtype.kind not in "iuf" or (arr.dtype.kind == "f" and (
+            arr.dtype != np.float64 or np.isnan(arr).any())):
+        return np.percentile(arr, q)
+    at = (len(arr) - 1) * (q / 100)
+    if at >= len(arr) - 1:  # numpy's index -1 for both, and its gamma from that index
+        lo = hi = len(arr) - 1
+        gamma = at + 1
+    else:
+        lo = int(np.floor(at))
+        hi, gamma = lo + 1, at - lo
+    part = np.partition(arr, sorted({lo, hi}))
+    below, above = part[lo], part[hi]
+    diff = above - below
+    return above - diff * (1 - gamma) if gamma >= 0.5 else below + diff * gamma
+
+
 def dense_index(keys: np.ndarray, bound: int) -> np.ndarray | None:
     """Each key's position in ``keys`` (sorted, unique, non-negative integers) at index key, -1
     elsewhere and in a last entry that :func:`positions_in` sends other values to: a gather per
@@ -179,4 +202,4 @@ def known_floats(values: Any) -> np.ndarray:
 def median_of(values: Any) -> float | None:
     """The median of the values that are numbers (None and NaN dropped); None when none are."""
     arr = known_floats(values)
-    return float(np.median(arr)) if len(arr) else None
+    return float(median(arr)) if len(arr) else None

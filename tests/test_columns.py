@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from copyprof.columns import Categorical, Columns, constant
-from copyprof.grouping import commonest, commonest_text, distinct, group_ids, group_rows, median, median_of
+from copyprof.grouping import commonest, commonest_text, distinct, group_ids, group_rows, median, median_of, percentile
 from copyprof.events import EventTableBuilder
 
 _keys = st.lists(st.sampled_from(["b", "a", "c", "", "dd"]), min_size=1, max_size=60)
@@ -194,3 +194,16 @@ def test_median_is_numpys_median(values, as_ints):
     if len(arr) and not as_ints:
         with_nan = np.append(arr, np.nan)
         assert np.isnan(median(with_nan)) and np.isnan(np.median(with_nan))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-1e9, 1e9), min_size=1, max_size=41), st.floats(0, 100), st.booleans())
+def test_percentile_is_numpys_linear_percentile(values, q, as_ints):
+    # The same value and type as np.percentile's default (linear) method, at any q, on floats
+    # and ints, ties included; NaN goes to np.percentile itself.
+    arr = np.array([int(v) for v in values], dtype=np.int64) if as_ints else np.array(values, dtype=float)
+    for at in (q, 0.0, 10.0, 50.0, 90.0, 100.0):
+        ours, theirs = percentile(arr, at), np.percentile(arr, at)
+        assert type(ours) is type(theirs) and ours == theirs
+    if not as_ints:
+        assert np.isnan(percentile(np.append(arr, np.nan), q))

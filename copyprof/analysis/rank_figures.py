@@ -19,7 +19,7 @@ from copyprof.analysis.results import BySource, Completeness, LaunchOverhead, Pe
 from copyprof.analysis.sources.frames import copy_sources
 from copyprof.analysis.steps.segment import Steps, segment
 from copyprof.columns import Columns
-from copyprof.grouping import float_values, group_ids, group_rows, median_of
+from copyprof.grouping import float_values, group_ids, group_rows, median, median_of
 from copyprof.events import Trace
 from copyprof.models import ModelLayout
 from copyprof.taxonomy.devices import device_cus
@@ -175,7 +175,7 @@ def _host_copies_by_name(ra: RankAnalysis) -> dict[str, int] | None:
     col = np.searchsorted(np.sort(np.asarray(steps)), step)  # decode steps are distinct
     counts = np.zeros((len(first), len(steps)), dtype=np.int64)
     np.add.at(counts, (by_name, col), 1)  # a name's count per decode step, 0 where it has none
-    return {str(names[f]): int(np.median(counts[g])) for g, f in enumerate(first.tolist())}
+    return {str(names[f]): int(median(counts[g])) for g, f in enumerate(first.tolist())}
 
 
 def host_by_source(ra: RankAnalysis) -> list[BySource]:

@@ -14,6 +14,7 @@ import numpy as np
 
 from copyprof.analysis.census.layer_map import LayerMap
 from copyprof.analysis.results import Attribution
+from copyprof.grouping import median
 from copyprof.taxonomy.anchors import CONSISTENT, anchor_mechanism, is_attention_math
 from copyprof.vocabulary import AttributionStatus
 
@@ -73,7 +74,7 @@ def summarise_attribution(verdicts: list[StepVerdict], layout: ModelLayout | Non
                                   f"{_ranges(layout.layers_of(kind))}"
                                   for name, (kind, seen) in sorted(real.items())]
         out.kind_count_coincidences = len(ok_map.kinds.disagree) - len(real)
-    out.size_disagree = int(np.median([v.size_disagree for v in verdicts])) if verdicts else 0
+    out.size_disagree = int(median([v.size_disagree for v in verdicts])) if verdicts else 0
     placed = [v for v in verdicts if v.post and v.post_placed == v.post]
     out.steps_attributed = len(placed) if structured or placed else 0
     if structured:

@@ -16,13 +16,13 @@ import numpy as np
 from copyprof.analysis.census.count import Census
 from copyprof.analysis.results import Estimate, GraphNodeMatch, Site, known
 from copyprof.columns import Columns, filled
-from copyprof.grouping import commonest_text, distinct, first_seen_codes, group_ids, group_rows, known_floats
+from copyprof.grouping import commonest_text, distinct, first_seen_codes, group_ids, group_rows, known_floats, median, percentile
 from copyprof.models.layout import kind_label
 from copyprof.vocabulary import Role, UNATTRIBUTED_SITE
 
 
 def _pct(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if len(values) else float("nan")
+    return float(percentile(values, q)) if len(values) else float("nan")
 
 
 def scopes(kinds: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
@@ -35,16 +35,16 @@ def estimate(census: Census) -> list[Estimate]:
     if ps.empty or not census.kinds:
         return []
     period = known_floats(ps["period_ns"]) / 1e6
-    period_med = float(np.median(period)) if len(period) else float("nan")
+    period_med = float(median(period)) if len(period) else float("nan")
     out = []
     for scope, kinds in scopes(census.kinds).items():
         count = sum((ps[f"post_{k}"] for k in kinds), np.zeros(len(ps), dtype=np.int64))
         kernel = sum((ps[f"post_{k}_ms"] for k in kinds), np.zeros(len(ps)))
         gaps = sum((ps[f"post_{k}_gap_ms"] for k in kinds), np.zeros(len(ps)))
-        removable = float(np.median(kernel))
-        with_gap = float(np.median(kernel + gaps))
+        removable = float(median(kernel))
+        with_gap = float(median(kernel + gaps))
         out.append(Estimate(
-            patch="direct-return", scope=scope, removed_per_step=int(np.median(count)), removable_ms=removable,
+            patch="direct-return", scope=scope, removed_per_step=int(median(count)), removable_ms=removable,
             removable_p10_ms=known(_pct(kernel, 10)), removable_p90_ms=known(_pct(kernel, 90)),
             removable_with_gap_ms=with_gap,
             removable_pct=100.0 * removable / period_med if period_med == period_med and period_med > 0 else None,
@@ -80,7 +80,7 @@ def copy_speed(census: Census, peak_gbps: float | None) -> list[Site]:
         code = source[i] if source[i] is not None and source[i] == source[i] else ""
         size = int(nbytes[i])
         us = dur[g].astype(float) / 1e3
-        med_us = float(np.median(us))
+        med_us = float(median(us))
         gbps = size / (med_us * 1e3) if size > 0 and med_us > 0 else None
         bound = None
         if gbps is not None and peak_gbps:

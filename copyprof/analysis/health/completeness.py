@@ -37,7 +37,7 @@ from copyprof.analysis.health.graph_launches import GraphLaunches
 from copyprof.analysis.results import Completeness
 from copyprof.analysis.steps.segment import Steps
 from copyprof.columns import Columns
-from copyprof.grouping import distinct, group_ids
+from copyprof.grouping import distinct, group_ids, median
 from copyprof.vocabulary import CompletenessStatus
 
 # A graph step with less than this share of an eager step's GPU ops (same run, same tokens) is
@@ -92,7 +92,7 @@ def check_completeness(events: Columns, steps: Steps, launches: GraphLaunches, *
     out = Completeness(
         status=CompletenessStatus.LOWER_BOUND if lost else CompletenessStatus.COMPLETE, graph_launches=n,
         launches_without_gpu_work=int(empty.sum()), launches_short=int(short.sum()),
-        gpu_ops_per_launch=float(np.median(launches.n_ops)), missing_gpu_ops=int(missing.sum()) + eager_missing,
+        gpu_ops_per_launch=float(median(launches.n_ops)), missing_gpu_ops=int(missing.sum()) + eager_missing,
         steps_flagged=len(flagged_steps), checks=checks)
     if lost:
         out.message = _message(out, launches, rocm)
@@ -174,7 +174,7 @@ def _by_eager_steps(launches: GraphLaunches, steps: Steps, checks: list[str]) ->
     per_tokens: dict[int, list[int]] = {}  # eager decode steps' GPU op counts by tokens
     for i in eager.tolist():
         per_tokens.setdefault(tokens[i], []).append(int(n_events[i]))
-    ref = {t: float(np.median(np.asarray(v, dtype=float))) for t, v in per_tokens.items()}
+    ref = {t: float(median(np.asarray(v, dtype=float))) for t, v in per_tokens.items()}
     both = np.array([i for i in graph.tolist() if tokens[i] in ref], dtype=np.int64)
     if not len(both):
         checks.append("eager steps: no eager decode step of the same tokens as a graph step")

@@ -30,7 +30,7 @@ from copyprof.analysis.health.graph_launches import GraphLaunches
 from copyprof.analysis.results import LaunchOverhead, known
 from copyprof.analysis.steps.rows import ROWS_PER_PASS
 from copyprof.columns import Columns
-from copyprof.grouping import float_values, group_ids, median_of
+from copyprof.grouping import float_values, group_ids, median, median_of, percentile
 
 # Healthy graph replay leaves the GPU idle ~3 % of a step (ROCm/ATOM#432: 97 % occupancy; the two
 # MI300X roctracer samples here lose 2.9 % inside their hipGraphLaunch). A tenth of the step lost
@@ -116,8 +116,8 @@ def launch_overhead(launches: GraphLaunches, table: Columns, busy: StepBusy, *,
     counted = np.isin(launches.step, table["step"])
     calls = launches.dur_ns[counted] if counted.any() else launches.dur_ns
     out = LaunchOverhead(
-        graph_launches=len(launches), launches_per_step=None, call_median_ms=known(np.median(calls) / 1e6),
-        call_p90_ms=known(np.percentile(calls, 90) / 1e6), call_max_ms=known(calls.max() / 1e6),
+        graph_launches=len(launches), launches_per_step=None, call_median_ms=known(median(calls) / 1e6),
+        call_p90_ms=known(percentile(calls, 90) / 1e6), call_max_ms=known(calls.max() / 1e6),
         per_step_ms=None, gpu_idle_in_launch_ms=None, share_of_step=None, gpu_busy_share=None)
     if not counted.any():
         return out

@@ -16,7 +16,7 @@ import numpy as np
 
 from copyprof.analysis.results import BySource, SourceEntry, SourceMatch
 from copyprof.columns import Columns, objects
-from copyprof.grouping import distinct, group_ids, group_rows
+from copyprof.grouping import distinct, group_ids, group_rows, median
 
 CARRIED = "carried from the eager capture"
 
@@ -97,7 +97,7 @@ def apply_sources(copies: Columns, entries: list[SourceEntry], origin: str) -> S
     in_layers = copies["layer"] > 0
     per_step = np.bincount(step_of.ravel()[matched], minlength=len(step_ids))
     total = int(in_layers.sum())
-    return SourceMatch(origin=origin, matched_per_step=float(np.median(per_step)) if len(per_step) else 0.0,
+    return SourceMatch(origin=origin, matched_per_step=float(median(per_step)) if len(per_step) else 0.0,
                        copies_per_step=total / steps, rate=float(matched.sum()) / total if total else None,
                        key="layer, role, order in layer" if same_layers else "layer kind, role, size, order in layer")
 

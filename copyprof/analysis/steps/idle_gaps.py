@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from copyprof.grouping import median, percentile
+
 MIN_GAP_NS = 2_000  # shorter than a kernel launch: not idle time
 RELATIVE_GAP = 10.0
 MIN_REPEATS = 3
@@ -57,7 +59,7 @@ def cut_at_idle_gaps(starts: np.ndarray, ends: np.ndarray, is_kernel: np.ndarray
     for cut in candidates:
         seg_id = np.concatenate(([0], np.cumsum(gaps >= cut)))
         inner = gaps[(gaps < cut) & (gaps > 0)]
-        inside = float(np.percentile(inner, 95)) if len(inner) else 0.0
+        inside = float(percentile(inner, 95)) if len(inner) else 0.0
         why = _too_short(cut, inside)
         if why is None:
             found, why = _pieces_as_steps(seg_id, is_kernel)
@@ -101,7 +103,7 @@ def _pieces_as_steps(seg_id: np.ndarray, is_kernel: np.ndarray) -> tuple[tuple[n
     if covered < MIN_COVERED:
         return None, (f"the {repeats} segments of the repeating size ({modal} events) hold {covered:.0%} of the GPU "
                       f"events, under {MIN_COVERED:.0%}")
-    per_step = float(np.median(kernels[decode]))
+    per_step = float(median(kernels[decode]))
     if per_step < MIN_KERNELS:
         return None, f"the repeating segments hold a median of {per_step:g} kernel(s), fewer than {MIN_KERNELS}"
     return (decode, modal), ""
