@@ -4,11 +4,12 @@ Why processes: decoding and columnising hold the GIL (msgspec builds Python obje
 columns are pulled in C loops over them), so threads would not overlap. Why shared memory: a
 pipe on the 2-vCPU VM this was measured on moves ~0.45 GB/s, slower than a worker decodes, so
 chunk text goes through anonymous shared-memory slots mapped before the workers fork and only
-``(slot, length)`` goes through a pipe. Results (numpy columns, ~12% of the text: ~0.5 MB per
-4 MB piece) come back pickled — numpy arrays only, from our own children — through a pipe of
-their own with room for two of them: with a socket's ~200 KB a worker that had finished a
-piece sat in ``send`` until the parent came to read it (~0.5 s of its ~1.9 s on a 1 GB trace,
-measured) instead of decoding the next one.
+``(slot, length)`` goes through a pipe. A result's arrays (the chunk's columns, ~5% of its
+text) come back the same way: the worker puts them in the slot's result room and pickles the
+rest (names, counts; from our own children) through a pipe of its own with room for two
+results (:func:`in_room`): with a socket's ~200 KB a worker that had finished a piece sat in
+``send`` until the parent came to read it (~0.5 s of its ~1.9 s on a 1 GB trace, measured)
+instead of decoding the next one.
 
 Order and correctness: pieces are handed round-robin and collected in the same order, and
 every result passes through the same :class:`~copyprof.readers.kineto.stream.PieceMerger` as the
@@ -46,9 +47,9 @@ MIN_PARALLEL_BYTES = 16 << 20  # below this much (uncompressed estimate) a pool 
 # Slots beyond one per worker: with one, this process, which inflates every piece and sets the
 # read's pace, waited on the oldest piece's worker while the other worker, done, had nothing to
 # decode (the workers sat idle ~45 % of a read). Two let it inflate the next piece meanwhile:
-# cold reports of the 1 GB trace on two cores, alternating with one spare, 10 rounds: see
-# benchmarks/README.md; a third gave no more. The read's 4 MB more resident is below the
-# analysis' peak.
+# cold reports of the 1 GB trace on two cores 0.964x the time of one spare (10 alternating
+# rounds, benchmarks/README.md item 36); a third gave no more. The read's 4-6 MB more resident
+# is below the analysis' peak.
 SPARE_SLOTS = 2
 RESULT_ROOM = 16 << 20  # virtual size of a slot's result room; a 4 MB piece's columns take ~0.2 MB
 RESULT_PIPE_BYTES = 1 << 20  # two pieces' results; Linux's default limit for a pipe an unprivileged process sizes
