@@ -162,22 +162,20 @@ def copy_class(events: Table) -> np.ndarray | pd.Series:
 
 def d2d_mask(events: Table) -> np.ndarray:
     """``copy_class(events) == "d2d"`` without building a string per event (the census's filter)."""
-    names, kind = _cat(events, "name"), _cat(events, "kind")
-    kernel_d2d = _by_code(names, _class_by_name(names) == "d2d", False)
-    return ((kind == "kernel") & kernel_d2d) | ((kind == "memcpy") & _cat(events, "copy_dir").isin(D2D_DIRECTIONS))
+    return d2d_at(events, None, _cat(events, "kind").codes, _cat(events, "name").codes)
 
 
-def d2d_at(events: Table, rows: np.ndarray, kind_codes: np.ndarray, name_codes: np.ndarray) -> np.ndarray:
-    """:func:`d2d_mask` at positional ``rows``, whose kind and name codes the caller has
-    already gathered (the census reads them for other ends too): no table-sized mask, and
-    the copy direction read only at the memcpy rows."""
+def d2d_at(events: Table, rows: np.ndarray | None, kind_codes: np.ndarray, name_codes: np.ndarray) -> np.ndarray:
+    """:func:`d2d_mask` at positional ``rows`` (None: every row), whose kind and name codes the
+    caller has already gathered (the census reads them for other ends too): no table-sized mask,
+    and the copy direction read only at the memcpy rows."""
     kind, names = _cat(events, "kind"), _cat(events, "name")
     per_name = _class_by_name(names) == "d2d"
     kernel_d2d = per_name[name_codes] if len(per_name) else np.zeros(len(name_codes), dtype=bool)  # as _by_code
     out = (kind_codes == kind.code_of("kernel")) & kernel_d2d
     memcpy = np.flatnonzero(kind_codes == kind.code_of("memcpy"))
     direction = _cat(events, "copy_dir")
-    out[memcpy] = direction.flags(D2D_DIRECTIONS.__contains__)[direction.codes[rows[memcpy]]]
+    out[memcpy] = direction.flags(D2D_DIRECTIONS.__contains__)[direction.codes[memcpy if rows is None else rows[memcpy]]]
     return out
 
 

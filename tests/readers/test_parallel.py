@@ -154,7 +154,7 @@ def test_a_result_in_its_room_reads_back_the_same(tmp_path):
     text = json.dumps([_x(f"kernel_{i % 5}", 10.0 + i, i, grid=[i % 9 + 1, 1, 1]) for i in range(500)]).encode()
     result = decode_columns(text)
     room = mmap.mmap(-1, 1 << 20)
-    status, head, spans = in_room(result, room)
+    status, (head, spans) = in_room(result, room)
     assert status == "room" and spans and all(at % 64 == 0 for at, _ in spans)
     back = pickle.loads(head, buffers=[memoryview(room)[at : at + n] for at, n in spans])
     assert back.names == result.names and back.cols.keys() == result.cols.keys()

@@ -34,13 +34,7 @@ def graph_replayed(events: Columns, rows: np.ndarray) -> np.ndarray:
     # at the analysis' memory peak (memray).
     index = dense_index(launched, len(corr))
     for lo in range(0, len(rows), ROWS_PER_PASS):
-        mine = corr[rows[lo : lo + ROWS_PER_PASS]]
-        if index is not None:
-            out[lo : lo + ROWS_PER_PASS] = positions_in(index, mine) >= 0
-            continue
-        at = np.searchsorted(launched, mine)
-        np.minimum(at, len(launched) - 1, out=at)
-        out[lo : lo + ROWS_PER_PASS] = (launched[at] == mine) & (mine >= 0)
+        out[lo : lo + ROWS_PER_PASS] = positions_in(launched, index, corr[rows[lo : lo + ROWS_PER_PASS]]) >= 0
     return out
 
 

@@ -92,13 +92,8 @@ def _assign_gpu_steps(corr: np.ndarray, gpu_mask: np.ndarray, step_of: np.ndarra
     index = dense_index(keys, len(corr))
     for lo in range(0, len(corr), ROWS_PER_PASS):  # blockwise: the lookups' temporaries stay small
         gpu = lo + np.flatnonzero(gpu_mask[lo : lo + ROWS_PER_PASS])
-        ids = corr[gpu]
-        if index is not None:
-            at = positions_in(index, ids)
-            hit = at >= 0
-        else:
-            at = np.clip(np.searchsorted(keys, ids), 0, len(keys) - 1)
-            hit = keys[at] == ids
+        at = positions_in(keys, index, corr[gpu])
+        hit = at >= 0
         step_of[gpu[hit]] = step_by_key[at[hit]]
         if by_other.any():
             from_other.append(gpu[hit][by_other[at[hit]]])

@@ -64,8 +64,8 @@ def available_cores() -> int:
 
 
 def _worker(tasks: Connection, results: Connection, slots: list[mmap.mmap], rooms: list[mmap.mmap]) -> None:
-    """Loop: (slot, length) in, ("room", pickle, spans) | ("ok", ChunkResult) | ("bad", reason) |
-    ("error", tb) out (:func:`in_room`)."""
+    """Loop: (slot, length) in, ("room", (pickle, spans)) | ("ok", ChunkResult) | ("bad", reason)
+    | ("error", tb) out (:func:`in_room`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it stops us on Ctrl-C
     _as_batch_work()
     while True:
@@ -78,7 +78,7 @@ def _worker(tasks: Connection, results: Connection, slots: list[mmap.mmap], room
         slot, length = msg
         view = memoryview(slots[slot])[:length]
         try:
-            out: tuple[Any, ...] = in_room(decode_columns(view), rooms[slot])
+            out = in_room(decode_columns(view), rooms[slot])
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             out = ("bad", str(exc))
         except Exception:  # noqa: BLE001 - reported by the parent with the worker's traceback
@@ -88,9 +88,9 @@ def _worker(tasks: Connection, results: Connection, slots: list[mmap.mmap], room
         results.send(out)
 
 
-def in_room(result: ChunkResult, room: mmap.mmap) -> tuple[Any, ...]:
+def in_room(result: ChunkResult, room: mmap.mmap) -> tuple[str, Any]:
     """The result as a message whose arrays' bytes are in the slot's result room: ("room",
-    the pickle without them, their (offset, size) in the room). Why: pickled whole, every column
+    (the pickle without them, their (offset, size) in the room)). Why: pickled whole, every column
     was copied into the pickle, through the pipe and out of it again (~50 MB per GB, both sides);
     out of band (pickle protocol 5) the arrays are copied once, into memory the parent reads them
     from, and it copies them into its table from there. The room is this slot's own, and the
@@ -106,7 +106,7 @@ def in_room(result: ChunkResult, room: mmap.mmap) -> tuple[Any, ...]:
         room[at : at + raw.nbytes] = raw
         spans.append((at, raw.nbytes))
         at += -(-raw.nbytes // 64) * 64  # each array 64-byte aligned, as numpy allocates them
-    return ("room", head, spans)
+    return ("room", (head, spans))
 
 
 def _as_batch_work() -> None:
@@ -273,14 +273,14 @@ class ChunkPool:
         """Collect the oldest piece's result and pass it through the merger."""
         piece, worker, slot = inflight.popleft()
         try:
-            status, payload, *rest = self._results[worker].recv()
+            status, payload = self._results[worker].recv()
         except (EOFError, OSError) as exc:
             raise CopyprofError(f"a decode worker process died ({exc}); try --jobs 1") from exc
         if status == "error":
             raise CopyprofError(f"a decode worker failed:\n{payload}")
         if status == "room":  # the arrays are views of the room until the reader has taken them
-            status, payload = "ok", pickle.loads(payload, buffers=[memoryview(self.rooms[slot])[a : a + n]
-                                                                    for a, n in rest[0]])
+            head, spans = payload
+            status, payload = "ok", pickle.loads(head, buffers=[memoryview(self.rooms[slot])[a : a + n] for a, n in spans])
         result = merger.settle(piece, lambda: _payload(status, payload))  # copies the text if it failed
         piece.data.release()  # type: ignore[union-attr]
         free.append(slot)
